@@ -1,0 +1,30 @@
+# paygate: `make run` serves on a local PostgreSQL, `make test` runs every test.
+SHELL := /bin/bash
+GO    ?= go
+
+.PHONY: build run test test-short vet fmt db db-stop tools bench reliability fuzz
+
+build:
+	$(GO) build -o bin/paygate ./cmd/paygate
+
+run: build
+	@scripts/run.sh
+
+test:
+	@scripts/test.sh
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+# Prints the database URL `make run` uses (starting a private cluster if needed).
+db:
+	@scripts/db.sh
+
+# Stops the private cluster under .pgdata/, if one was started.
+db-stop:
+	@if [ -f .pgdata/cluster/postmaster.pid ]; then \
+	  if [ "$$(id -u)" = 0 ]; then runuser -u postgres -- pg_ctl -D .pgdata/cluster stop -m fast; \
+	  else pg_ctl -D .pgdata/cluster stop -m fast; fi; fi
