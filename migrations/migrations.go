@@ -103,12 +103,8 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockKey) //nolint:errcheck
 
-	res, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
-	if err != nil {
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fmt.Errorf("river migrations: %w", err)
-	}
-	for _, v := range res.Versions {
-		logger.Info("applied river migration", "version", v.Version)
 	}
 
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS paygate_migrations (
@@ -117,14 +113,14 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 		return fmt.Errorf("create migrations table: %w", err)
 	}
 	for _, f := range Files() {
-		if err := applyOne(ctx, conn.Conn(), f); err != nil {
+		if err := applyOne(ctx, conn.Conn(), f, logger); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func applyOne(ctx context.Context, conn *pgx.Conn, f File) error {
+func applyOne(ctx context.Context, conn *pgx.Conn, f File, logger *slog.Logger) error {
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, "INSERT INTO paygate_migrations (version) VALUES ($1) ON CONFLICT DO NOTHING", f.Version)
 		if err != nil {
@@ -136,6 +132,7 @@ func applyOne(ctx context.Context, conn *pgx.Conn, f File) error {
 		if _, err := tx.Exec(ctx, f.SQL); err != nil {
 			return fmt.Errorf("apply migration %s: %w", f.Version, err)
 		}
+		logger.Info("applied migration", "version", f.Version)
 		return nil
 	})
 }
@@ -145,7 +142,11 @@ func Applied(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) (bool, error) {
 	var ok bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM paygate_migrations WHERE version = $1)`, Latest()).Scan(&ok)
+	err := q.QueryRow(ctx, `SELECT to_regclass('paygate_migrations') IS NOT NULL`).Scan(&ok)
+	if err != nil || !ok {
+		return false, err
+	}
+	err = q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM paygate_migrations WHERE version = $1)`, Latest()).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("read applied migrations: %w", err)
 	}

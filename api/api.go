@@ -1,0 +1,116 @@
+// Package api serves paygate's ops and finance JSON API: bearer-token roles,
+// the Idempotency-Key middleware, problem+json errors, health, readiness and
+// metrics.
+//
+// It reads and acts through the packages that own the data (inbox, ledger,
+// jobs, reconcile) and must never bypass them with SQL of its own on their
+// tables.
+package api
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/paygate/paygate/jobs"
+)
+
+// Config configures the API.
+type Config struct {
+	Pool          *pgxpool.Pool
+	Jobs          *jobs.Client
+	OpsTokens     []string
+	FinanceTokens []string
+	Logger        *slog.Logger
+	Registry      *prometheus.Registry // served at /metrics; nil: a fresh one
+}
+
+// Server holds the API's dependencies.
+type Server struct {
+	config Config
+	auth   *authenticator
+}
+
+// NewEcho builds the Echo instance with paygate's error handler, request ids,
+// request logging, latency metrics, health and metrics routes, and the /v1
+// API. Callers mount the webhook routes on it.
+func NewEcho(config Config) (*echo.Echo, *Server) {
+	if config.Logger == nil {
+		config.Logger = slog.New(slog.DiscardHandler)
+	}
+	if config.Registry == nil {
+		config.Registry = prometheus.NewRegistry()
+	}
+	s := &Server{config: config, auth: newAuthenticator(config.OpsTokens, config.FinanceTokens)}
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = ErrorHandler(config.Logger)
+	e.Use(middleware.RequestID())
+	e.Use(requestLog(config.Logger))
+	e.Use(requestMetrics(config.Registry))
+	e.Use(middleware.Recover())
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(config.Registry, promhttp.HandlerOpts{})))
+
+	v1 := e.Group("/v1", s.auth.middleware)
+	anyRole := requireRole(RoleOps, RoleFinance)
+	opsOnly := requireRole(RoleOps)
+	v1.GET("/events/stripe/:event_id", s.getEvent, anyRole)
+	v1.GET("/ops/stats", s.opsStats, opsOnly)
+	s.routes(v1)
+	return e, s
+}
+
+func requestMetrics(reg prometheus.Registerer) echo.MiddlewareFunc {
+	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "paygate_http_request_duration_seconds",
+		Help:    "HTTP request latency by route, method and status.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{"route", "method", "status"})
+	reg.MustRegister(hist)
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			err := next(c)
+			status := c.Response().Status
+			if err != nil {
+				status = statusOf(err)
+			}
+			hist.WithLabelValues(c.Path(), c.Request().Method, http.StatusText(status)).Observe(time.Since(start).Seconds())
+			return err
+		}
+	}
+}
+
+// requestLog writes one line per request. It never logs headers, query
+// strings or bodies: they carry tokens, signatures and payment data.
+func requestLog(logger *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			err := next(c)
+			status := c.Response().Status
+			if err != nil {
+				status = statusOf(err)
+			}
+			level := slog.LevelInfo
+			if status >= 500 {
+				level = slog.LevelError
+			}
+			logger.Log(c.Request().Context(), level, "request",
+				"method", c.Request().Method, "route", c.Path(), "status", status,
+				"duration_ms", time.Since(start).Milliseconds(),
+				"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
+			return err
+		}
+	}
+}

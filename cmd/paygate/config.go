@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/webhook"
+)
+
+// config is paygate's configuration, read from the environment only.
+type config struct {
+	DatabaseURL        string
+	Addr               string
+	StripeSecrets      []string
+	StripeAPIKey       string
+	StripeAPIURL       string
+	OpsTokens          []string
+	FinanceTokens      []string
+	ProcessMaxAttempts int
+	MaxBodyBytes       int64
+	SMTPURL            string
+	EmailFrom          string
+	OpsEmail           string
+	ReconcileAt        string
+	ShutdownTimeout    time.Duration
+}
+
+const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/paygate?sslmode=disable"
+
+func loadConfig(getenv func(string) string) (config, error) {
+	c := config{
+		DatabaseURL:        or(getenv("DATABASE_URL"), defaultDatabaseURL),
+		Addr:               or(getenv("PAYGATE_ADDR"), "127.0.0.1:8080"),
+		StripeSecrets:      list(getenv("PAYGATE_STRIPE_WEBHOOK_SECRETS")),
+		StripeAPIKey:       getenv("PAYGATE_STRIPE_API_KEY"),
+		StripeAPIURL:       strings.TrimRight(or(getenv("PAYGATE_STRIPE_API_URL"), "https://api.stripe.com"), "/"),
+		OpsTokens:          list(getenv("PAYGATE_OPS_TOKENS")),
+		FinanceTokens:      list(getenv("PAYGATE_FINANCE_TOKENS")),
+		ProcessMaxAttempts: jobs.DefaultProcessMaxAttempts,
+		MaxBodyBytes:       webhook.DefaultMaxBodyBytes,
+		SMTPURL:            getenv("PAYGATE_SMTP_URL"),
+		EmailFrom:          getenv("PAYGATE_EMAIL_FROM"),
+		OpsEmail:           getenv("PAYGATE_OPS_EMAIL"),
+		ReconcileAt:        or(getenv("PAYGATE_RECONCILE_AT"), "0 2 * * *"),
+		ShutdownTimeout:    20 * time.Second,
+	}
+	if v := getenv("PAYGATE_PROCESS_MAX_ATTEMPTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return c, fmt.Errorf("PAYGATE_PROCESS_MAX_ATTEMPTS must be a whole number from 1 to 1000, got %q", v)
+		}
+		c.ProcessMaxAttempts = n
+	}
+	if v := getenv("PAYGATE_MAX_BODY_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1024 {
+			return c, fmt.Errorf("PAYGATE_MAX_BODY_BYTES must be a whole number of at least 1024, got %q", v)
+		}
+		c.MaxBodyBytes = n
+	}
+	for _, s := range c.StripeSecrets {
+		if !strings.HasPrefix(s, "whsec_") {
+			return c, fmt.Errorf("PAYGATE_STRIPE_WEBHOOK_SECRETS: every secret starts with whsec_ (one does not)")
+		}
+	}
+	return c, nil
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func list(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func getenv(k string) string { return os.Getenv(k) }

@@ -1,0 +1,112 @@
+// Command paygate is the payment-webhook gateway: `paygate migrate`,
+// `paygate serve`, `paygate reconcile --date YYYY-MM-DD`. It only wires the
+// packages together from environment configuration; it holds no business
+// logic.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paygate/paygate/migrations"
+)
+
+const usage = `paygate: payment-webhook gateway with an append-only ledger
+
+usage:
+  paygate migrate                      apply the database migrations (safe to repeat)
+  paygate serve                        run the HTTP server and the job workers
+  paygate reconcile --date YYYY-MM-DD  reconcile one UTC day and print its summary
+
+Configuration is read from the environment; see the README.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(os.Stderr, "paygate: %v\n\n%s", err, usage)
+			os.Exit(2)
+		}
+		fmt.Fprintf(os.Stderr, "paygate: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError{"missing command"}
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	switch args[0] {
+	case "migrate":
+		return cmdMigrate(ctx, cfg, logger, stdout)
+	case "serve":
+		return cmdServe(ctx, cfg, logger)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		if fn, ok := extraCommands[args[0]]; ok {
+			return fn(ctx, cfg, logger, args[1:], stdout)
+		}
+		return usageError{fmt.Sprintf("unknown command %q", args[0])}
+	}
+}
+
+// extraCommands are the commands that build on later layers (reconcile,
+// poison); each registers itself from its own file.
+var extraCommands = map[string]func(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error{}
+
+func openPool(ctx context.Context, cfg config, maxConns int32) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if maxConns > 0 {
+		pc.MaxConns = maxConns
+	}
+	pc.ConnConfig.ConnectTimeout = 3 * time.Second
+	// A statement that runs this long is a fault, not work: fail it so a
+	// provider gets its 503 and retries, instead of a hung request.
+	pc.ConnConfig.RuntimeParams["statement_timeout"] = "60000"
+	pc.ConnConfig.RuntimeParams["application_name"] = "paygate"
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	return pool, nil
+}
+
+func cmdMigrate(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) error {
+	pool, err := openPool(ctx, cfg, 2)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := migrations.Migrate(ctx, pool, logger); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "migrated to %s\n", migrations.Latest())
+	return nil
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/migrations"
+	"github.com/paygate/paygate/webhook"
+)
+
+func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
+	pool, err := openPool(ctx, cfg, 40)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	migrated, err := migrations.Applied(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("check migrations (is the database up?): %w", err)
+	}
+	if !migrated {
+		return errors.New("the database is not migrated: run `paygate migrate` first")
+	}
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	jobClient, err := jobs.NewClient(pool, jobs.Config{
+		Logger:             logger,
+		ProcessMaxAttempts: cfg.ProcessMaxAttempts,
+	})
+	if err != nil {
+		return err
+	}
+	registry.MustRegister(jobs.NewQueueCollector(pool))
+
+	e, _ := api.NewEcho(api.Config{
+		Pool:          pool,
+		Jobs:          jobClient,
+		OpsTokens:     cfg.OpsTokens,
+		FinanceTokens: cfg.FinanceTokens,
+		Logger:        logger,
+		Registry:      registry,
+	})
+	webhook.NewHandler(webhook.Config{
+		Ingester:      &webhook.TxIngester{Pool: pool, Enqueue: jobClient},
+		StripeSecrets: cfg.StripeSecrets,
+		MaxBodyBytes:  cfg.MaxBodyBytes,
+		Logger:        logger,
+		Registerer:    registry,
+	}).Register(e)
+	if len(cfg.StripeSecrets) == 0 {
+		logger.Warn("PAYGATE_STRIPE_WEBHOOK_SECRETS is empty: POST /webhooks/stripe answers 503")
+	}
+
+	srv := &http.Server{
+		Addr:              cfg.Addr,
+		Handler:           e,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+
+	if err := jobClient.River.Start(ctx); err != nil {
+		ln.Close()
+		return fmt.Errorf("start workers: %w", err)
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	logger.Info("paygate serving", "addr", ln.Addr().String())
+
+	select {
+	case err := <-serveErr:
+		stopWorkers(jobClient, cfg.ShutdownTimeout, logger)
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+
+	// Stop taking requests and let in-flight ones finish (each is answered
+	// only after its commit), then let running jobs finish; jobs still
+	// running at the deadline are cancelled and River retries them later.
+	logger.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		logger.Warn("http shutdown", "error", err.Error())
+	}
+	stopWorkers(jobClient, cfg.ShutdownTimeout, logger)
+	logger.Info("stopped")
+	return nil
+}
+
+func stopWorkers(c *jobs.Client, timeout time.Duration, logger *slog.Logger) {
+	soft, cancel := context.WithTimeout(context.Background(), timeout/2)
+	defer cancel()
+	if err := c.River.Stop(soft); err == nil {
+		return
+	}
+	hard, cancel2 := context.WithTimeout(context.Background(), timeout/2)
+	defer cancel2()
+	if err := c.River.StopAndCancel(hard); err != nil {
+		logger.Warn("workers did not stop in time", "error", err.Error())
+	}
+}

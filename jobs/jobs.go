@@ -1,0 +1,149 @@
+// Package jobs owns paygate's background work on River: the job kinds and
+// their arguments, the workers, the periodic jobs and the client's
+// configuration.
+//
+// Every job that follows a state change is inserted in the same transaction
+// as the change (River's InsertTx): the transactional outbox. Job kinds are
+// stable snake_case strings stored in the database; they outlive any rename
+// of the Go types. This package must never parse HTTP.
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+)
+
+// Queues. Events have their own queue so that a slow SMTP server or a long
+// reconciliation never holds back the ledger.
+const (
+	QueueEvents      = "events"
+	QueueEmail       = "email"
+	QueueMaintenance = river.QueueDefault
+)
+
+// DefaultProcessMaxAttempts is how many times an event is tried before it
+// becomes poison.
+const DefaultProcessMaxAttempts = 10
+
+// ProcessEventArgs asks for one inbox event to be applied. It carries only
+// the key: the payload stays in the inbox, so job rows (and River's UI) never
+// hold payment data.
+type ProcessEventArgs struct {
+	Provider string `json:"provider"`
+	EventID  string `json:"event_id"`
+}
+
+// Kind is stored in the database: never change it.
+func (ProcessEventArgs) Kind() string { return "process_event" }
+
+// InsertOpts puts events on their own queue.
+func (ProcessEventArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueEvents}
+}
+
+// Config configures the River client and its workers.
+type Config struct {
+	Logger             *slog.Logger
+	ProcessMaxAttempts int // default DefaultProcessMaxAttempts
+	EventWorkers       int // concurrent process_event jobs; default 20
+	// JobTimeout bounds one attempt. River only rescues a job left running
+	// by a crashed process after RescueStuckJobsAfter, so both are set
+	// deliberately short: an acknowledged event must be applied within
+	// about a minute of a restart.
+	JobTimeout           time.Duration // default 30s
+	RescueStuckJobsAfter time.Duration // default 45s
+	// InsertOnly builds a client that inserts but works no jobs.
+	InsertOnly bool
+	// Extra lets other packages register their workers and periodic jobs.
+	Register func(*river.Workers) []*river.PeriodicJob
+}
+
+func (c *Config) withDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.ProcessMaxAttempts <= 0 {
+		c.ProcessMaxAttempts = DefaultProcessMaxAttempts
+	}
+	if c.EventWorkers <= 0 {
+		c.EventWorkers = 20
+	}
+	if c.JobTimeout <= 0 {
+		c.JobTimeout = 30 * time.Second
+	}
+	if c.RescueStuckJobsAfter <= 0 {
+		c.RescueStuckJobsAfter = 45 * time.Second
+	}
+}
+
+// Client is the River client with paygate's insert helpers.
+type Client struct {
+	River  *river.Client[pgx.Tx]
+	config Config
+}
+
+// NewClient builds the River client with every paygate worker registered.
+func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
+	config.withDefaults()
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &ProcessEventWorker{pool: pool, logger: config.Logger})
+	var periodic []*river.PeriodicJob
+	if config.Register != nil {
+		periodic = config.Register(workers)
+	}
+	rc := &river.Config{
+		Logger:               config.Logger,
+		JobTimeout:           config.JobTimeout,
+		RescueStuckJobsAfter: config.RescueStuckJobsAfter,
+		Workers:              workers,
+		PeriodicJobs:         periodic,
+	}
+	if !config.InsertOnly {
+		rc.Queues = map[string]river.QueueConfig{
+			QueueEvents:      {MaxWorkers: config.EventWorkers},
+			QueueEmail:       {MaxWorkers: 5},
+			QueueMaintenance: {MaxWorkers: 2},
+		}
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), rc)
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	return &Client{River: client, config: config}, nil
+}
+
+// InsertProcessEventTx enqueues processing of one inbox event in tx.
+func (c *Client) InsertProcessEventTx(ctx context.Context, tx pgx.Tx, provider, eventID string) error {
+	_, err := c.River.InsertTx(ctx, tx, ProcessEventArgs{Provider: provider, EventID: eventID},
+		&river.InsertOpts{MaxAttempts: c.config.ProcessMaxAttempts})
+	if err != nil {
+		return fmt.Errorf("enqueue process_event %s: %w", eventID, err)
+	}
+	return nil
+}
+
+// InsertProcessEventsTx enqueues processing of several inbox events in tx
+// with one round trip.
+func (c *Client) InsertProcessEventsTx(ctx context.Context, tx pgx.Tx, provider string, eventIDs []string) error {
+	if len(eventIDs) == 0 {
+		return nil
+	}
+	params := make([]river.InsertManyParams, len(eventIDs))
+	for i, id := range eventIDs {
+		params[i] = river.InsertManyParams{
+			Args:       ProcessEventArgs{Provider: provider, EventID: id},
+			InsertOpts: &river.InsertOpts{MaxAttempts: c.config.ProcessMaxAttempts},
+		}
+	}
+	if _, err := c.River.InsertManyFastTx(ctx, tx, params); err != nil {
+		return fmt.Errorf("enqueue %d process_event jobs: %w", len(eventIDs), err)
+	}
+	return nil
+}

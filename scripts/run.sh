@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# make run: a database (see scripts/db.sh), migrations, development defaults,
+# then `paygate serve` in the foreground. Every default can be overridden
+# from the environment.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATABASE_URL="$(scripts/db.sh paygate)"
+export DATABASE_URL
+export PAYGATE_ADDR="${PAYGATE_ADDR:-127.0.0.1:8080}"
+# Development-only secrets: never use these anywhere real.
+export PAYGATE_STRIPE_WEBHOOK_SECRETS="${PAYGATE_STRIPE_WEBHOOK_SECRETS:-whsec_dev_paygate_local}"
+export PAYGATE_OPS_TOKENS="${PAYGATE_OPS_TOKENS:-dev-ops-token}"
+export PAYGATE_FINANCE_TOKENS="${PAYGATE_FINANCE_TOKENS:-dev-finance-token}"
+[[ -x scripts/dev-services.sh ]] && source scripts/dev-services.sh
+
+bin/paygate migrate
+secret="${PAYGATE_STRIPE_WEBHOOK_SECRETS%%,*}"
+ops="${PAYGATE_OPS_TOKENS%%,*}"
+cat <<MSG
+
+paygate (development) on http://$PAYGATE_ADDR
+  database        $(sed -E 's#//[^@]*@#//#' <<<"$DATABASE_URL")
+  webhook secret  $secret
+  ops token       $ops      finance token  ${PAYGATE_FINANCE_TOKENS%%,*}
+
+Send a signed test event (paste into another shell):
+
+  payload='{"id":"evt_test_'\$RANDOM\$RANDOM'","object":"event","api_version":"2024-06-20","created":'\$(date +%s)',"livemode":false,"type":"payment_intent.succeeded","data":{"object":{"id":"pi_test_1","object":"payment_intent","amount":36000,"amount_received":36000,"currency":"usd","status":"succeeded","latest_charge":"ch_test_1"}}}'
+  t=\$(date +%s); sig=\$(printf '%s.%s' "\$t" "\$payload" | openssl dgst -sha256 -hmac '$secret' | sed 's/^.* //')
+  curl -s -X POST http://$PAYGATE_ADDR/webhooks/stripe -H "Stripe-Signature: t=\$t,v1=\$sig" -H 'Content-Type: application/json' --data-raw "\$payload"; echo
+  curl -s -H 'Authorization: Bearer $ops' http://$PAYGATE_ADDR/v1/ops/stats
+
+MSG
+exec bin/paygate serve
