@@ -67,6 +67,7 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 	v1.GET("/events/stripe/:event_id", s.getEvent, anyRole)
 	v1.GET("/ops/stats", s.opsStats, opsOnly)
 	s.routes(v1)
+	s.opsRoutes(e, v1)
 	return e, s
 }
 
