@@ -1,0 +1,247 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/shopspring/decimal"
+)
+
+// Querier is what the read functions need; *pgxpool.Pool, *pgx.Conn and
+// pgx.Tx all satisfy it, so a caller reads either on its own or inside its
+// transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// The header and its entries go in one statement: one round trip, and no
+// window in which the header exists without its entries. On a ref conflict
+// the header CTE returns nothing, so no entry is inserted either.
+const insertTransaction = `
+WITH header AS (
+    INSERT INTO ledger_transactions (ref, kind, currency, occurred_at, payment_id, event_id, entry_count)
+    VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7)
+    ON CONFLICT ON CONSTRAINT ledger_transactions_ref_key DO NOTHING
+    RETURNING id, currency
+), lines AS (
+    INSERT INTO ledger_entries (transaction_id, account, currency, debit, credit)
+    SELECT header.id, e.account, header.currency, e.debit::numeric, e.credit::numeric
+    FROM header, unnest($8::text[], $9::text[], $10::text[]) WITH ORDINALITY AS e(account, debit, credit, n)
+    ORDER BY e.n
+)
+SELECT id FROM header`
+
+// PostTx records t in the caller's transaction, once. It returns created
+// true when t is new, and false with a nil error when a transaction with the
+// same Ref and the same content (kind, currency, payment, entries; not
+// OccurredAt nor EventID) is already in the ledger: the provider delivered
+// the movement twice, which is normal.
+//
+// Concurrent posts of one ref are decided by the ref's unique key: the
+// losers wait for the winner's commit and then see its row. Under
+// REPEATABLE READ or SERIALIZABLE a loser instead gets a serialization
+// failure, to be retried like any other.
+//
+// It fails with the errors of Validate, with *RefConflictError (matching
+// ErrRefConflict) when the ref holds different content, or with a wrapped
+// database error.
+func PostTx(ctx context.Context, tx pgx.Tx, t Transaction) (created bool, err error) {
+	if err := t.Validate(); err != nil {
+		return false, fmt.Errorf("post %s: %w", t.Ref, err)
+	}
+	exp, _ := Exponent(t.Currency) // Validate checked it
+	accounts := make([]string, len(t.Entries))
+	debits := make([]string, len(t.Entries))
+	credits := make([]string, len(t.Entries))
+	for i, e := range t.Entries {
+		// At the currency's scale, so the stored NUMERIC reads as 360.00
+		// for anyone querying the table directly. Exact: Validate refused
+		// anything finer.
+		accounts[i], debits[i], credits[i] = string(e.Account), e.Debit.StringFixed(exp), e.Credit.StringFixed(exp)
+	}
+
+	var id int64
+	err = tx.QueryRow(ctx, insertTransaction,
+		t.Ref, string(t.Kind), t.Currency, t.OccurredAt, t.PaymentID, t.EventID, len(t.Entries),
+		accounts, debits, credits,
+	).Scan(&id)
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return false, fmt.Errorf("post %s: %w", t.Ref, translate(err))
+	}
+
+	stored, err := TransactionByRef(ctx, tx, t.Ref)
+	if err != nil {
+		return false, fmt.Errorf("post %s: load existing: %w", t.Ref, err)
+	}
+	if diff := sameContent(stored, t); diff != "" {
+		return false, fmt.Errorf("post %s: %w", t.Ref, &RefConflictError{Ref: t.Ref, Detail: diff})
+	}
+	return false, nil
+}
+
+// translate turns the database's refusals into this package's sentinels, so
+// that no other package inspects pgconn errors. Validate runs first, so
+// reaching one of these means Go and the schema disagree.
+func translate(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	var sentinel error
+	switch pgErr.ConstraintName {
+	case "ledger_transaction_balanced":
+		sentinel = ErrUnbalanced
+	case "ledger_transaction_entries", "ledger_transactions_entry_count_check", "ledger_entries_transaction_fkey":
+		sentinel = ErrInvalidEntries
+	case "ledger_transactions_kind_check":
+		sentinel = ErrInvalidKind
+	case "ledger_transactions_currency_check":
+		sentinel = ErrUnknownCurrency
+	case "ledger_transactions_ref_check":
+		sentinel = ErrInvalidTransaction
+	case "ledger_entries_account_check":
+		sentinel = ErrInvalidAccount
+	case "ledger_entries_amount_check":
+		sentinel = ErrInvalidAmount
+	default:
+		return err
+	}
+	return fmt.Errorf("%w: %w", sentinel, err)
+}
+
+const selectTransactions = `
+SELECT t.ref, t.kind, t.currency, t.occurred_at, coalesce(t.payment_id, ''), coalesce(t.event_id, ''),
+       e.account, e.debit::text, e.credit::text, t.id
+FROM ledger_transactions t
+JOIN ledger_entries e ON e.transaction_id = t.id
+`
+
+// queryTransactions runs selectTransactions with where and groups the rows,
+// which come ordered by transaction then entry, into transactions.
+func queryTransactions(ctx context.Context, q Querier, where string, args ...any) ([]Transaction, error) {
+	// Ties on occurred_at are common (a capture and its fee share the
+	// charge's timestamp) and break by ref, not by id: id is arrival order,
+	// and the same movements arriving in another order must read the same.
+	rows, err := q.Query(ctx, selectTransactions+where+"\nORDER BY t.occurred_at, t.ref, e.id", args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+
+	out := []Transaction{}
+	lastID := int64(-1)
+	for rows.Next() {
+		var (
+			t             Transaction
+			kind, account string
+			debit, credit string
+			id            int64
+			dr, cr        decimal.Decimal
+		)
+		if err := rows.Scan(&t.Ref, &kind, &t.Currency, &t.OccurredAt, &t.PaymentID, &t.EventID,
+			&account, &debit, &credit, &id); err != nil {
+			return nil, err
+		}
+		if dr, err = decimal.NewFromString(debit); err != nil {
+			return nil, fmt.Errorf("parse debit %q: %w", debit, err)
+		}
+		if cr, err = decimal.NewFromString(credit); err != nil {
+			return nil, fmt.Errorf("parse credit %q: %w", credit, err)
+		}
+		if id != lastID {
+			t.Kind = Kind(kind)
+			t.OccurredAt = t.OccurredAt.UTC()
+			out = append(out, t)
+			lastID = id
+		}
+		last := &out[len(out)-1]
+		last.Entries = append(last.Entries, Entry{
+			Account: Account(account),
+			Debit:   present(dr, last.Currency),
+			Credit:  present(cr, last.Currency),
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// present gives an amount read from the ledger the currency's scale, so
+// that 360 USD stored by hand as 360 still formats as 360.00.
+func present(amount decimal.Decimal, currency string) decimal.Decimal {
+	exp, err := Exponent(currency)
+	if err != nil || !amount.Shift(exp).IsInteger() {
+		return amount
+	}
+	return atScale(amount, exp)
+}
+
+// TransactionByRef returns the transaction with ref. It fails with
+// ErrNotFound.
+func TransactionByRef(ctx context.Context, q Querier, ref string) (Transaction, error) {
+	ts, err := queryTransactions(ctx, q, "WHERE t.ref = $1", ref)
+	if err != nil {
+		return Transaction{}, fmt.Errorf("read transaction %s: %w", ref, err)
+	}
+	if len(ts) == 0 {
+		return Transaction{}, fmt.Errorf("read transaction %s: %w", ref, ErrNotFound)
+	}
+	return ts[0], nil
+}
+
+// TransactionsForPayment returns the payment's transactions in the order
+// the money moved (occurred_at, then ref, whatever order they were posted
+// in); none is an empty slice, not an error.
+func TransactionsForPayment(ctx context.Context, q Querier, paymentID string) ([]Transaction, error) {
+	ts, err := queryTransactions(ctx, q, "WHERE t.payment_id = $1", paymentID)
+	if err != nil {
+		return nil, fmt.Errorf("read transactions for payment %s: %w", paymentID, err)
+	}
+	return ts, nil
+}
+
+// TransactionsBetween returns the transactions that occurred in [from, to),
+// ordered by occurred_at then ref. Reconciliation compares a day
+// of them with the provider's records.
+func TransactionsBetween(ctx context.Context, q Querier, from, to time.Time) ([]Transaction, error) {
+	ts, err := queryTransactions(ctx, q, "WHERE t.occurred_at >= $1 AND t.occurred_at < $2", from, to)
+	if err != nil {
+		return nil, fmt.Errorf("read transactions between %s and %s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+	}
+	return ts, nil
+}
+
+// Balance returns debits − credits of account in currency over the whole
+// ledger, at the currency's scale. It fails with ErrInvalidAccount or
+// ErrUnknownCurrency.
+func Balance(ctx context.Context, q Querier, account Account, currency string) (decimal.Decimal, error) {
+	if !account.Valid() {
+		return decimal.Decimal{}, fmt.Errorf("balance: %w: %q", ErrInvalidAccount, account)
+	}
+	if _, err := Exponent(currency); err != nil {
+		return decimal.Decimal{}, fmt.Errorf("balance: %w", err)
+	}
+	var raw string
+	err := q.QueryRow(ctx, `
+		SELECT coalesce(sum(debit) - sum(credit), 0)::text
+		FROM ledger_entries WHERE account = $1 AND currency = $2`,
+		string(account), currency).Scan(&raw)
+	if err != nil {
+		return decimal.Decimal{}, fmt.Errorf("balance of %s %s: %w", account, currency, err)
+	}
+	d, err := decimal.NewFromString(raw)
+	if err != nil {
+		return decimal.Decimal{}, fmt.Errorf("balance of %s %s: parse %q: %w", account, currency, raw, err)
+	}
+	return present(d, currency), nil
+}
