@@ -1,10 +1,176 @@
 package api
 
-import "github.com/labstack/echo/v4"
+import (
+	"errors"
+	"net/http"
+	"time"
 
-// routes mounts the /v1 routes that build on the ledger and operations.
-func (s *Server) routes(v1 *echo.Group) {}
+	"github.com/labstack/echo/v4"
+	"github.com/shopspring/decimal"
+
+	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/statemachine"
+)
+
+// routes mounts the /v1 routes that read the payments and the ledger.
+func (s *Server) routes(v1 *echo.Group) {
+	anyRole := requireRole(RoleOps, RoleFinance)
+	v1.GET("/payments/:payment_id", s.getPayment, anyRole)
+	v1.GET("/payments/:payment_id/ledger", s.getPaymentLedger, anyRole)
+	v1.GET("/ledger/trial-balance", s.trialBalance, anyRole)
+}
 
 // problemForDomain maps the errors of the ledger and the other domain
 // packages.
-func problemForDomain(err error) (Problem, bool) { return Problem{}, false }
+func problemForDomain(err error) (Problem, bool) {
+	switch {
+	case errors.Is(err, ledger.ErrPaymentNotFound), errors.Is(err, ledger.ErrNotFound):
+		return Problem{Type: docs + "#http-api", Title: "Not found", Status: http.StatusNotFound, Detail: err.Error()}, true
+	}
+	return Problem{}, false
+}
+
+// PaymentView is a payment as the API shows it. Amounts are decimal strings
+// in the currency's major unit.
+type PaymentView struct {
+	ID             string             `json:"id"`
+	Provider       string             `json:"provider"`
+	Status         statemachine.State `json:"status"`
+	Currency       string             `json:"currency"`
+	Amount         string             `json:"amount"`
+	AmountCaptured string             `json:"amount_captured"`
+	AmountRefunded string             `json:"amount_refunded"`
+	AmountDisputed string             `json:"amount_disputed"`
+	History        []HistoryView      `json:"history"`
+}
+
+// HistoryView is one change of a payment's state.
+type HistoryView struct {
+	From    *statemachine.State `json:"from"`
+	To      statemachine.State  `json:"to"`
+	EventID string              `json:"event_id"`
+	At      time.Time           `json:"at"`
+}
+
+func (s *Server) getPayment(c echo.Context) error {
+	ctx := c.Request().Context()
+	p, err := ledger.GetPayment(ctx, s.config.Pool, c.Param("payment_id"))
+	if err != nil {
+		return err
+	}
+	history, err := ledger.History(ctx, s.config.Pool, p.ID)
+	if err != nil {
+		return err
+	}
+	v := PaymentView{
+		ID: p.ID, Provider: p.Provider, Status: p.State, Currency: p.Currency,
+		Amount:         amount(p.Amount, p.Currency),
+		AmountCaptured: amount(p.AmountCaptured, p.Currency),
+		AmountRefunded: amount(p.AmountRefunded, p.Currency),
+		AmountDisputed: amount(p.AmountDisputed, p.Currency),
+		History:        make([]HistoryView, 0, len(history)),
+	}
+	for _, h := range history {
+		hv := HistoryView{To: h.To, EventID: h.EventID, At: h.At.UTC()}
+		if h.From != "" {
+			from := h.From
+			hv.From = &from
+		}
+		v.History = append(v.History, hv)
+	}
+	return writeJSON(c, http.StatusOK, s.withPaymentExtras(c, v))
+}
+
+// amount formats a decimal at its currency's scale ("360.00", "1000",
+// "1.234"); a payment seen without a currency yet shows its plain value.
+func amount(d decimal.Decimal, currency string) string {
+	if currency == "" {
+		return d.String()
+	}
+	return ledger.Format(d, currency)
+}
+
+// TransactionView is one ledger transaction.
+type TransactionView struct {
+	Ref        string      `json:"ref"`
+	Kind       ledger.Kind `json:"kind"`
+	Currency   string      `json:"currency"`
+	OccurredAt time.Time   `json:"occurred_at"`
+	Entries    []EntryView `json:"entries"`
+}
+
+// EntryView is one line of a transaction, "0" on its empty side.
+type EntryView struct {
+	Account ledger.Account `json:"account"`
+	Debit   string         `json:"debit"`
+	Credit  string         `json:"credit"`
+}
+
+func side(d decimal.Decimal, currency string) string {
+	if d.IsZero() {
+		return "0"
+	}
+	return ledger.Format(d, currency)
+}
+
+func (s *Server) getPaymentLedger(c echo.Context) error {
+	ctx := c.Request().Context()
+	id := c.Param("payment_id")
+	if _, err := ledger.GetPayment(ctx, s.config.Pool, id); err != nil {
+		return err
+	}
+	txs, err := ledger.TransactionsForPayment(ctx, s.config.Pool, id)
+	if err != nil {
+		return err
+	}
+	out := make([]TransactionView, 0, len(txs))
+	for _, t := range txs {
+		tv := TransactionView{Ref: t.Ref, Kind: t.Kind, Currency: t.Currency, OccurredAt: t.OccurredAt.UTC()}
+		for _, e := range t.Entries {
+			tv.Entries = append(tv.Entries, EntryView{Account: e.Account, Debit: side(e.Debit, t.Currency), Credit: side(e.Credit, t.Currency)})
+		}
+		out = append(out, tv)
+	}
+	return writeJSON(c, http.StatusOK, map[string]any{"transactions": out})
+}
+
+// TrialBalanceView is the trial balance as the API shows it.
+type TrialBalanceView struct {
+	Currencies []CurrencyTotalView  `json:"currencies"`
+	Accounts   []AccountBalanceView `json:"accounts"`
+}
+
+// CurrencyTotalView is one currency's totals.
+type CurrencyTotalView struct {
+	Currency string `json:"currency"`
+	Debits   string `json:"debits"`
+	Credits  string `json:"credits"`
+	Balanced bool   `json:"balanced"`
+}
+
+// AccountBalanceView is one account's totals in one currency.
+type AccountBalanceView struct {
+	Account  ledger.Account `json:"account"`
+	Currency string         `json:"currency"`
+	Debits   string         `json:"debits"`
+	Credits  string         `json:"credits"`
+	Balance  string         `json:"balance"`
+}
+
+func (s *Server) trialBalance(c echo.Context) error {
+	tb, err := ledger.TrialBalance(c.Request().Context(), s.config.Pool)
+	if err != nil {
+		return err
+	}
+	v := TrialBalanceView{Currencies: []CurrencyTotalView{}, Accounts: []AccountBalanceView{}}
+	for _, ct := range tb.Currencies {
+		v.Currencies = append(v.Currencies, CurrencyTotalView{Currency: ct.Currency,
+			Debits: ledger.Format(ct.Debits, ct.Currency), Credits: ledger.Format(ct.Credits, ct.Currency), Balanced: ct.Balanced})
+	}
+	for _, a := range tb.Accounts {
+		v.Accounts = append(v.Accounts, AccountBalanceView{Account: a.Account, Currency: a.Currency,
+			Debits: ledger.Format(a.Debits, a.Currency), Credits: ledger.Format(a.Credits, a.Currency),
+			Balance: ledger.Format(a.Balance, a.Currency)})
+	}
+	return writeJSON(c, http.StatusOK, v)
+}

@@ -59,6 +59,10 @@ type Config struct {
 	// about a minute of a restart.
 	JobTimeout           time.Duration // default 30s
 	RescueStuckJobsAfter time.Duration // default 45s
+	// FetchCooldown and FetchPollInterval tune how quickly workers pick up
+	// new jobs (River's defaults when zero); tests shorten them.
+	FetchCooldown     time.Duration
+	FetchPollInterval time.Duration
 	// InsertOnly builds a client that inserts but works no jobs.
 	InsertOnly bool
 	// Extra lets other packages register their workers and periodic jobs.
@@ -104,6 +108,8 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 		RescueStuckJobsAfter: config.RescueStuckJobsAfter,
 		Workers:              workers,
 		PeriodicJobs:         periodic,
+		FetchCooldown:        config.FetchCooldown,
+		FetchPollInterval:    config.FetchPollInterval,
 	}
 	if !config.InsertOnly {
 		rc.Queues = map[string]river.QueueConfig{

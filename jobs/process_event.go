@@ -12,6 +12,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/paygate/paygate/inbox"
+	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/statemachine"
 )
 
 // ErrPermanent marks a failure that no retry can fix (an impossible amount,
@@ -63,7 +65,24 @@ func (w *ProcessEventWorker) apply(ctx context.Context, job *river.Job[ProcessEv
 		if err != nil {
 			return err
 		}
-		status := inbox.StatusIgnored
+		if ev.Status == inbox.StatusDiscarded {
+			// An operator set the event aside after this job was queued;
+			// only a replay brings it back.
+			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return err
+		}
+		status := inbox.StatusProcessed
+		effects, err := StripeEffects(ev.Payload)
+		switch {
+		case errors.Is(err, errIgnored):
+			status = inbox.StatusIgnored
+		case err != nil:
+			return err
+		default:
+			if err := w.applyEffectsTx(ctx, tx, ev, effects); err != nil {
+				return err
+			}
+		}
 		if err := inbox.SetStatusTx(ctx, tx, ev.Provider, ev.EventID, status, "", true); err != nil {
 			return err
 		}
@@ -72,6 +91,81 @@ func (w *ProcessEventWorker) apply(ctx context.Context, job *river.Job[ProcessEv
 		}
 		return nil
 	})
+}
+
+// applyEffectsTx posts an event's money movements and folds its facts into
+// the payment, under the payment's lock. Locks are always taken in the same
+// order (the inbox row, then the payment), so concurrent workers never
+// deadlock.
+func (w *ProcessEventWorker) applyEffectsTx(ctx context.Context, tx pgx.Tx, ev inbox.Event, fx Effects) error {
+	var (
+		payment  ledger.Payment
+		previous statemachine.State
+		facts    []statemachine.Fact
+	)
+	if fx.PaymentID != "" {
+		var err error
+		if payment, err = ledger.LockPaymentTx(ctx, tx, ev.Provider, fx.PaymentID); err != nil {
+			return err
+		}
+		if facts, err = ledger.Facts(ctx, tx, fx.PaymentID); err != nil {
+			return err
+		}
+		if len(facts) > 0 {
+			previous = payment.State
+		}
+		for _, f := range fx.Facts {
+			if err := statemachine.CheckCurrency(facts, f); err != nil {
+				return fmt.Errorf("%w: %w", ErrPermanent, err)
+			}
+		}
+	}
+	for _, t := range fx.Postings {
+		if _, err := ledger.PostTx(ctx, tx, t); err != nil {
+			if isPermanentLedgerError(err) {
+				return fmt.Errorf("%w: %w", ErrPermanent, err)
+			}
+			return err
+		}
+	}
+	if fx.PaymentID == "" {
+		return nil
+	}
+	added, err := ledger.AddFactsTx(ctx, tx, fx.PaymentID, fx.Facts)
+	if err != nil {
+		return err
+	}
+	facts = append(facts, added...)
+	payment.Summary = statemachine.Fold(facts)
+	payment.ReceiptEmail = fx.ReceiptEmail
+	if previous != "" {
+		if err := statemachine.CheckTransition(previous, payment.State, lastKind(fx.Facts)); err != nil {
+			return fmt.Errorf("%w: %w", ErrPermanent, err)
+		}
+	}
+	return ledger.SavePaymentTx(ctx, tx, payment, previous, ev.EventID)
+}
+
+func lastKind(facts []statemachine.Fact) statemachine.FactKind {
+	if len(facts) == 0 {
+		return ""
+	}
+	return facts[len(facts)-1].Kind
+}
+
+// isPermanentLedgerError reports a transaction the ledger can never accept:
+// retrying cannot change the outcome.
+func isPermanentLedgerError(err error) bool {
+	for _, target := range []error{
+		ledger.ErrRefConflict, ledger.ErrUnbalanced, ledger.ErrUnknownCurrency, ledger.ErrNegativeAmount,
+		ledger.ErrInvalidAmount, ledger.ErrInvalidTransaction, ledger.ErrInvalidKind,
+		ledger.ErrInvalidAccount, ledger.ErrInvalidEntries,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // recordFailure counts the attempt and keeps its error on the inbox row, in a

@@ -1,0 +1,436 @@
+package jobs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/statemachine"
+)
+
+// Effects is what one provider event means for paygate: the payment it
+// concerns, the facts it reports and the money movements to post.
+//
+// The same money movement reported by two events (payment_intent.succeeded
+// and charge.succeeded, or charge.refunded and refund.updated) derives the
+// same ledger ref from the provider's object ids, so it is posted once.
+type Effects struct {
+	PaymentID    string // empty for movements that belong to no payment (payouts)
+	Facts        []statemachine.Fact
+	Postings     []ledger.Transaction
+	ReceiptEmail string // where a receipt goes, when the event says
+}
+
+// errIgnored reports an event type paygate does not use.
+var errIgnored = errors.New("event type not used")
+
+// The subset of Stripe's objects paygate reads. Decoding only these fields
+// means an account pinned to another API version is never refused for it.
+type (
+	stripeEnvelope struct {
+		ID      string `json:"id"`
+		Type    string `json:"type"`
+		Created int64  `json:"created"`
+		Data    struct {
+			Object json.RawMessage `json:"object"`
+		} `json:"data"`
+	}
+	stripePaymentIntent struct {
+		ID               string `json:"id"`
+		Amount           *int64 `json:"amount"`
+		AmountReceived   *int64 `json:"amount_received"`
+		AmountCapturable *int64 `json:"amount_capturable"`
+		Currency         string `json:"currency"`
+		LatestCharge     any    `json:"latest_charge"` // an id, or the expanded object
+		ReceiptEmail     string `json:"receipt_email"`
+		Charges          *struct {
+			Data []struct {
+				ID string `json:"id"`
+			} `json:"data"`
+		} `json:"charges"` // API versions before 2022-11-15
+	}
+	stripeCharge struct {
+		ID             string `json:"id"`
+		PaymentIntent  any    `json:"payment_intent"`
+		Amount         *int64 `json:"amount"`
+		AmountCaptured *int64 `json:"amount_captured"`
+		AmountRefunded *int64 `json:"amount_refunded"`
+		Captured       bool   `json:"captured"`
+		Created        int64  `json:"created"`
+		Currency       string `json:"currency"`
+		ReceiptEmail   string `json:"receipt_email"`
+		BillingDetails struct {
+			Email string `json:"email"`
+		} `json:"billing_details"`
+		Refunds *struct {
+			Data []stripeRefund `json:"data"`
+		} `json:"refunds"`
+	}
+	stripeRefund struct {
+		ID            string `json:"id"`
+		Amount        *int64 `json:"amount"`
+		Charge        any    `json:"charge"`
+		PaymentIntent any    `json:"payment_intent"`
+		Currency      string `json:"currency"`
+		Status        string `json:"status"`
+		Created       int64  `json:"created"`
+	}
+	stripeDispute struct {
+		ID            string `json:"id"`
+		Amount        *int64 `json:"amount"`
+		Charge        any    `json:"charge"`
+		PaymentIntent any    `json:"payment_intent"`
+		Currency      string `json:"currency"`
+		Status        string `json:"status"`
+	}
+	stripePayout struct {
+		ID       string `json:"id"`
+		Created  int64  `json:"created"`
+		Amount   *int64 `json:"amount"`
+		Currency string `json:"currency"`
+	}
+)
+
+// StripeEffects maps a Stripe event, as stored in the inbox, to its effects.
+// It is pure: no clock, no I/O.
+//
+// It fails with an error wrapping errIgnored for types paygate does not use,
+// and with one wrapping ErrPermanent for data that can never be applied
+// (unreadable JSON, missing ids, missing or negative amounts, unknown
+// currencies).
+func StripeEffects(payload []byte) (Effects, error) {
+	var env stripeEnvelope
+	if err := json.Unmarshal(payload, &env); err != nil {
+		return Effects{}, permanent("decode event: %v", err)
+	}
+	m := mapper{eventID: env.ID, at: time.Unix(env.Created, 0).UTC()}
+	obj := env.Data.Object
+	var err error
+	switch env.Type {
+	case "payment_intent.processing", "payment_intent.amount_capturable_updated",
+		"payment_intent.succeeded", "payment_intent.payment_failed", "payment_intent.canceled":
+		err = m.paymentIntent(env.Type, obj)
+	case "charge.succeeded", "charge.captured", "charge.failed", "charge.refunded":
+		err = m.charge(env.Type, obj)
+	case "charge.refund.updated", "refund.created", "refund.updated", "refund.failed":
+		var r stripeRefund
+		if err = decode(obj, &r); err == nil {
+			err = m.refund(r, env.Type == "refund.failed")
+		}
+	case "charge.dispute.created", "charge.dispute.funds_withdrawn",
+		"charge.dispute.funds_reinstated", "charge.dispute.closed":
+		err = m.dispute(env.Type, obj)
+	case "payout.paid", "payout.failed":
+		err = m.payout(env.Type, obj)
+	default:
+		return Effects{}, fmt.Errorf("%w: %s", errIgnored, env.Type)
+	}
+	if err != nil {
+		return Effects{}, err
+	}
+	for _, f := range m.out.Facts {
+		if err := statemachine.Validate(f); err != nil {
+			return Effects{}, fmt.Errorf("%w: %w", ErrPermanent, err)
+		}
+	}
+	return m.out, nil
+}
+
+type mapper struct {
+	eventID string
+	at      time.Time
+	out     Effects
+}
+
+func permanent(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrPermanent, fmt.Sprintf(format, args...))
+}
+
+func decode(raw json.RawMessage, v any) error {
+	if err := json.Unmarshal(raw, v); err != nil {
+		return permanent("decode data.object: %v", err)
+	}
+	return nil
+}
+
+// idOf reads a reference that Stripe sends as an id or, when expanded, as
+// an object with an id.
+func idOf(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case map[string]any:
+		id, _ := x["id"].(string)
+		return id
+	}
+	return ""
+}
+
+// money converts a provider amount in minor units. A missing amount, a
+// negative one or an unknown currency can never be applied.
+func money(minor *int64, currency, what string) (decimal.Decimal, string, error) {
+	if minor == nil {
+		return decimal.Decimal{}, "", permanent("%s: missing amount", what)
+	}
+	cur := strings.ToLower(currency)
+	amt, err := ledger.FromMinor(*minor, cur)
+	if err != nil {
+		return decimal.Decimal{}, "", fmt.Errorf("%w: %s: %w", ErrPermanent, what, err)
+	}
+	return amt, cur, nil
+}
+
+func (m *mapper) fact(kind statemachine.FactKind, objectID string, amount decimal.Decimal, currency string) {
+	m.out.Facts = append(m.out.Facts, statemachine.Fact{
+		Kind: kind, ObjectID: objectID, Amount: amount, Currency: currency, EventID: m.eventID, At: m.at,
+	})
+}
+
+func (m *mapper) post(t ledger.Transaction) { m.out.Postings = append(m.out.Postings, t) }
+
+func (m *mapper) setPayment(ids ...string) error {
+	for _, id := range ids {
+		if id != "" {
+			m.out.PaymentID = id
+			return nil
+		}
+	}
+	return permanent("event names no payment")
+}
+
+// capture records a captured charge: a fact for the state and the one
+// capture transaction of that charge. at is the charge's own time when the
+// event carries the charge, else the event's.
+func (m *mapper) capture(chargeID string, amount decimal.Decimal, currency string, at time.Time) {
+	m.fact(statemachine.FactCaptured, chargeID, amount, currency)
+	m.post(ledger.NewCapture("stripe:charge:"+chargeID+":capture", m.out.PaymentID, m.eventID, currency, amount, at))
+}
+
+// objectTime is an object's own creation time, which every report of it
+// shares, falling back to the event's time.
+func (m *mapper) objectTime(created int64) time.Time {
+	if created > 0 {
+		return time.Unix(created, 0).UTC()
+	}
+	return m.at
+}
+
+func (m *mapper) paymentIntent(typ string, obj json.RawMessage) error {
+	var pi stripePaymentIntent
+	if err := decode(obj, &pi); err != nil {
+		return err
+	}
+	if err := m.setPayment(pi.ID); err != nil {
+		return err
+	}
+	m.out.ReceiptEmail = pi.ReceiptEmail
+	amount, cur, err := money(pi.Amount, pi.Currency, "payment_intent.amount")
+	if err != nil {
+		return err
+	}
+	if amount.IsPositive() {
+		m.fact(statemachine.FactAmountKnown, pi.ID, amount, cur)
+	}
+	charge := idOf(pi.LatestCharge)
+	if charge == "" && pi.Charges != nil && len(pi.Charges.Data) > 0 {
+		charge = pi.Charges.Data[0].ID
+	}
+	switch typ {
+	case "payment_intent.processing":
+		m.fact(statemachine.FactProcessing, pi.ID, decimal.Decimal{}, cur)
+	case "payment_intent.amount_capturable_updated":
+		capturable := pi.AmountCapturable
+		if capturable == nil || *capturable == 0 {
+			capturable = pi.Amount
+		}
+		amt, cur, err := money(capturable, pi.Currency, "payment_intent.amount_capturable")
+		if err != nil {
+			return err
+		}
+		m.fact(statemachine.FactAuthorized, or(charge, pi.ID), amt, cur)
+	case "payment_intent.succeeded":
+		received, cur, err := money(pi.AmountReceived, pi.Currency, "payment_intent.amount_received")
+		if err != nil {
+			return err
+		}
+		// Without a charge id the capture cannot be given the ref that
+		// charge.succeeded will use; that event posts it instead.
+		if charge != "" && received.IsPositive() {
+			m.capture(charge, received, cur, m.at)
+		}
+	case "payment_intent.payment_failed":
+		m.fact(statemachine.FactPaymentFailed, pi.ID, decimal.Decimal{}, cur)
+	case "payment_intent.canceled":
+		m.fact(statemachine.FactCanceled, pi.ID, decimal.Decimal{}, cur)
+	}
+	return nil
+}
+
+func (m *mapper) charge(typ string, obj json.RawMessage) error {
+	var ch stripeCharge
+	if err := decode(obj, &ch); err != nil {
+		return err
+	}
+	if ch.ID == "" {
+		return permanent("charge without id")
+	}
+	if err := m.setPayment(idOf(ch.PaymentIntent), ch.ID); err != nil {
+		return err
+	}
+	m.out.ReceiptEmail = or(ch.ReceiptEmail, ch.BillingDetails.Email)
+	amount, cur, err := money(ch.Amount, ch.Currency, "charge.amount")
+	if err != nil {
+		return err
+	}
+	if amount.IsPositive() {
+		m.fact(statemachine.FactAmountKnown, ch.ID, amount, cur)
+	}
+	if typ == "charge.failed" {
+		m.fact(statemachine.FactPaymentFailed, ch.ID, decimal.Decimal{}, cur)
+		return nil
+	}
+	if !ch.Captured && typ == "charge.succeeded" {
+		m.fact(statemachine.FactAuthorized, ch.ID, amount, cur)
+		return nil
+	}
+	captured := amount
+	if ch.AmountCaptured != nil && *ch.AmountCaptured > 0 {
+		if captured, _, err = money(ch.AmountCaptured, ch.Currency, "charge.amount_captured"); err != nil {
+			return err
+		}
+	}
+	if captured.IsPositive() {
+		m.capture(ch.ID, captured, cur, m.objectTime(ch.Created))
+	}
+	if typ != "charge.refunded" {
+		return nil
+	}
+	if ch.Refunds != nil && len(ch.Refunds.Data) > 0 {
+		for _, r := range ch.Refunds.Data {
+			if r.Currency == "" {
+				r.Currency = ch.Currency
+			}
+			if err := m.refund(r, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Without refunds.data, amount_refunded is all we know: a floor for the
+	// state, but no ledger transaction (it names no refund to key it by).
+	if ch.AmountRefunded != nil && *ch.AmountRefunded > 0 {
+		floor, cur, err := money(ch.AmountRefunded, ch.Currency, "charge.amount_refunded")
+		if err != nil {
+			return err
+		}
+		m.fact(statemachine.FactRefundedFloor, ch.ID, floor, cur)
+	}
+	return nil
+}
+
+// refund maps one refund object. A refund that failed (or was canceled)
+// posts both its refund and the reversal: Stripe debits the balance when the
+// refund is made and credits it back when it fails, and posting both from
+// either report makes the outcome independent of the order they arrive in.
+func (m *mapper) refund(r stripeRefund, failedEvent bool) error {
+	if r.ID == "" {
+		return permanent("refund without id")
+	}
+	if m.out.PaymentID == "" {
+		if err := m.setPayment(idOf(r.PaymentIntent), idOf(r.Charge)); err != nil {
+			return err
+		}
+	}
+	amount, cur, err := money(r.Amount, r.Currency, "refund.amount")
+	if err != nil {
+		return err
+	}
+	at := m.objectTime(r.Created)
+	ref := "stripe:refund:" + r.ID
+	status := r.Status
+	if failedEvent {
+		status = "failed"
+	}
+	switch status {
+	case "succeeded":
+		m.fact(statemachine.FactRefundSucceeded, r.ID, amount, cur)
+		m.post(ledger.NewRefund(ref, m.out.PaymentID, m.eventID, cur, amount, at))
+	case "failed", "canceled":
+		m.fact(statemachine.FactRefundFailed, r.ID, amount, cur)
+		m.post(ledger.NewRefund(ref, m.out.PaymentID, m.eventID, cur, amount, at))
+		m.post(ledger.NewRefundReversal(ref+":reversal", m.out.PaymentID, m.eventID, cur, amount, at))
+	}
+	// pending and requires_action refunds have moved no money yet.
+	return nil
+}
+
+func (m *mapper) dispute(typ string, obj json.RawMessage) error {
+	var d stripeDispute
+	if err := decode(obj, &d); err != nil {
+		return err
+	}
+	if d.ID == "" {
+		return permanent("dispute without id")
+	}
+	if err := m.setPayment(idOf(d.PaymentIntent), idOf(d.Charge)); err != nil {
+		return err
+	}
+	amount, cur, err := money(d.Amount, d.Currency, "dispute.amount")
+	if err != nil {
+		return err
+	}
+	ref := "stripe:dispute:" + d.ID
+	m.fact(statemachine.FactDisputeOpened, d.ID, decimal.Decimal{}, cur)
+	switch typ {
+	case "charge.dispute.funds_withdrawn":
+		m.fact(statemachine.FactDisputeFundsWithdrawn, d.ID, amount, cur)
+		m.post(ledger.NewDisputeWithdrawal(ref+":withdrawal", m.out.PaymentID, m.eventID, cur, amount, m.at))
+	case "charge.dispute.funds_reinstated":
+		m.fact(statemachine.FactDisputeFundsReinstated, d.ID, amount, cur)
+		m.post(ledger.NewDisputeReinstatement(ref+":reinstatement", m.out.PaymentID, m.eventID, cur, amount, m.at))
+	case "charge.dispute.closed":
+		switch d.Status {
+		case "lost":
+			m.fact(statemachine.FactDisputeClosedLost, d.ID, decimal.Decimal{}, cur)
+		case "won", "warning_closed":
+			m.fact(statemachine.FactDisputeClosedWon, d.ID, decimal.Decimal{}, cur)
+		default:
+			return permanent("dispute closed with status %q", d.Status)
+		}
+	}
+	return nil
+}
+
+// payout maps a payout. Like refunds, a failed payout posts the payout and
+// its reversal, so the order of paid and failed reports does not matter.
+func (m *mapper) payout(typ string, obj json.RawMessage) error {
+	var p stripePayout
+	if err := decode(obj, &p); err != nil {
+		return err
+	}
+	if p.ID == "" {
+		return permanent("payout without id")
+	}
+	amount, cur, err := money(p.Amount, p.Currency, "payout.amount")
+	if err != nil {
+		return err
+	}
+	ref := "stripe:payout:" + p.ID
+	m.post(ledger.NewPayout(ref, m.eventID, cur, amount, m.objectTime(p.Created)))
+	if typ == "payout.failed" {
+		m.post(ledger.NewPayoutReversal(ref+":reversal", m.eventID, cur, amount, m.at))
+	}
+	return nil
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,168 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
+
+	"github.com/paygate/paygate/statemachine"
+)
+
+// Payment is the read model of one payment: the fold of its facts.
+type Payment struct {
+	ID           string
+	Provider     string
+	ReceiptEmail string
+	statemachine.Summary
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// HistoryEntry is one change of a payment's state.
+type HistoryEntry struct {
+	From    statemachine.State // empty for the first state
+	To      statemachine.State
+	EventID string
+	At      time.Time
+}
+
+// ErrPaymentNotFound is returned when no payment has the given id.
+var ErrPaymentNotFound = errors.New("payment not found")
+
+const paymentColumns = `id, provider, coalesce(receipt_email, ''), status, currency,
+	amount::text, amount_captured::text, amount_refunded::text, amount_disputed::text, created_at, updated_at`
+
+func scanPayment(row pgx.Row) (Payment, error) {
+	var p Payment
+	var amounts [4]string
+	err := row.Scan(&p.ID, &p.Provider, &p.ReceiptEmail, &p.State, &p.Currency,
+		&amounts[0], &amounts[1], &amounts[2], &amounts[3], &p.CreatedAt, &p.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Payment{}, ErrPaymentNotFound
+	}
+	if err != nil {
+		return Payment{}, err
+	}
+	for i, dst := range []*decimal.Decimal{&p.Amount, &p.AmountCaptured, &p.AmountRefunded, &p.AmountDisputed} {
+		if *dst, err = decimal.NewFromString(amounts[i]); err != nil {
+			return Payment{}, fmt.Errorf("read payment %s amount: %w", p.ID, err)
+		}
+	}
+	return p, nil
+}
+
+// LockPaymentTx returns the payment, created empty if it is new, locked
+// until tx ends. Every change to a payment happens under this lock, so two
+// events of one payment are applied one after the other.
+func LockPaymentTx(ctx context.Context, tx pgx.Tx, provider, id string) (Payment, error) {
+	if _, err := tx.Exec(ctx, `INSERT INTO payments (id, provider) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, id, provider); err != nil {
+		return Payment{}, fmt.Errorf("create payment %s: %w", id, err)
+	}
+	p, err := scanPayment(tx.QueryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE id = $1 FOR UPDATE`, id))
+	if err != nil {
+		return Payment{}, fmt.Errorf("lock payment %s: %w", id, err)
+	}
+	return p, nil
+}
+
+// GetPayment returns one payment.
+//
+// It fails with ErrPaymentNotFound.
+func GetPayment(ctx context.Context, q Querier, id string) (Payment, error) {
+	p, err := scanPayment(q.QueryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE id = $1`, id))
+	if err != nil && !errors.Is(err, ErrPaymentNotFound) {
+		return Payment{}, fmt.Errorf("get payment %s: %w", id, err)
+	}
+	return p, err
+}
+
+// AddFactsTx stores facts not yet known for the payment and returns the
+// ones that were new. A fact already stored under the same key is a
+// duplicate report and changes nothing.
+func AddFactsTx(ctx context.Context, tx pgx.Tx, paymentID string, facts []statemachine.Fact) ([]statemachine.Fact, error) {
+	var added []statemachine.Fact
+	for _, f := range facts {
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO payment_facts (payment_id, key, kind, object_id, amount, currency, event_id, occurred_at)
+			VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8)
+			ON CONFLICT ON CONSTRAINT payment_facts_pkey DO NOTHING`,
+			paymentID, f.Key(), f.Kind, f.ObjectID, f.Amount.String(), f.Currency, f.EventID, f.At)
+		if err != nil {
+			return nil, fmt.Errorf("store fact %s of %s: %w", f.Key(), paymentID, err)
+		}
+		if tag.RowsAffected() == 1 {
+			added = append(added, f)
+		}
+	}
+	return added, nil
+}
+
+// Facts returns every fact stored for a payment.
+func Facts(ctx context.Context, q Querier, paymentID string) ([]statemachine.Fact, error) {
+	rows, err := q.Query(ctx, `
+		SELECT kind, object_id, amount::text, currency, event_id, occurred_at
+		FROM payment_facts WHERE payment_id = $1 ORDER BY recorded_at, key`, paymentID)
+	if err != nil {
+		return nil, fmt.Errorf("read facts of %s: %w", paymentID, err)
+	}
+	defer rows.Close()
+	var out []statemachine.Fact
+	for rows.Next() {
+		var f statemachine.Fact
+		var amount string
+		if err := rows.Scan(&f.Kind, &f.ObjectID, &amount, &f.Currency, &f.EventID, &f.At); err != nil {
+			return nil, fmt.Errorf("read facts of %s: %w", paymentID, err)
+		}
+		if f.Amount, err = decimal.NewFromString(amount); err != nil {
+			return nil, fmt.Errorf("read facts of %s: %w", paymentID, err)
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// SavePaymentTx writes the payment's new summary, and a history row when
+// its state changed.
+func SavePaymentTx(ctx context.Context, tx pgx.Tx, p Payment, previous statemachine.State, eventID string) error {
+	_, err := tx.Exec(ctx, `
+		UPDATE payments SET status = $2, currency = $3, amount = $4::numeric, amount_captured = $5::numeric,
+			amount_refunded = $6::numeric, amount_disputed = $7::numeric,
+			receipt_email = coalesce(nullif($8, ''), receipt_email), updated_at = now()
+		WHERE id = $1`,
+		p.ID, p.State, p.Currency, p.Amount.String(), p.AmountCaptured.String(),
+		p.AmountRefunded.String(), p.AmountDisputed.String(), p.ReceiptEmail)
+	if err != nil {
+		return fmt.Errorf("save payment %s: %w", p.ID, err)
+	}
+	if previous == p.State {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO payment_history (payment_id, from_status, to_status, event_id) VALUES ($1, nullif($2, ''), $3, $4)`,
+		p.ID, previous, p.State, eventID); err != nil {
+		return fmt.Errorf("record history of %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+// History returns a payment's state changes, oldest first.
+func History(ctx context.Context, q Querier, paymentID string) ([]HistoryEntry, error) {
+	rows, err := q.Query(ctx, `SELECT coalesce(from_status, ''), to_status, event_id, at
+		FROM payment_history WHERE payment_id = $1 ORDER BY id`, paymentID)
+	if err != nil {
+		return nil, fmt.Errorf("read history of %s: %w", paymentID, err)
+	}
+	defer rows.Close()
+	var out []HistoryEntry
+	for rows.Next() {
+		var h HistoryEntry
+		if err := rows.Scan(&h.From, &h.To, &h.EventID, &h.At); err != nil {
+			return nil, fmt.Errorf("read history of %s: %w", paymentID, err)
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
