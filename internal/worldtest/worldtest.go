@@ -24,6 +24,13 @@ import (
 	"github.com/paygate/paygate/webhook"
 )
 
+// T is what the helpers need of a test: *testing.T and *rapid.T both fit.
+type T interface {
+	require.TestingT
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // World is one database with running workers.
 type World struct {
 	Pool     *pgxpool.Pool
@@ -61,7 +68,7 @@ func New(t testing.TB, opts *Opts) *World {
 }
 
 // Ingest commits events as the webhook handler would, in the order given.
-func (w *World) Ingest(t testing.TB, events ...stripesim.Event) {
+func (w *World) Ingest(t T, events ...stripesim.Event) {
 	t.Helper()
 	for _, e := range events {
 		ev, err := webhook.DecodeStripeEvent(e.Payload)
@@ -73,7 +80,7 @@ func (w *World) Ingest(t testing.TB, events ...stripesim.Event) {
 
 // Settle waits until no event is left in status received and no job of the
 // events queue is pending.
-func (w *World) Settle(t testing.TB) {
+func (w *World) Settle(t T) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -94,7 +101,7 @@ func (w *World) Settle(t testing.TB) {
 }
 
 // Apply ingests events and waits for them to settle.
-func (w *World) Apply(t testing.TB, events ...stripesim.Event) {
+func (w *World) Apply(t T, events ...stripesim.Event) {
 	t.Helper()
 	w.Ingest(t, events...)
 	w.Settle(t)
@@ -112,7 +119,7 @@ type Snapshot struct {
 
 // Snapshot reads the payments named and every ledger transaction of them
 // (and the payouts among refs), plus the whole trial balance.
-func (w *World) Snapshot(t testing.TB, paymentIDs []string, extraRefs ...string) Snapshot {
+func (w *World) Snapshot(t T, paymentIDs []string, extraRefs ...string) Snapshot {
 	t.Helper()
 	ctx := context.Background()
 	s := Snapshot{Payments: map[string]string{}}
@@ -153,7 +160,7 @@ func describe(tx ledger.Transaction) string {
 }
 
 // Status returns an event's inbox status.
-func (w *World) Status(t testing.TB, eventID string) string {
+func (w *World) Status(t T, eventID string) string {
 	t.Helper()
 	var s string
 	require.NoError(t, w.Pool.QueryRow(context.Background(),
@@ -162,7 +169,7 @@ func (w *World) Status(t testing.TB, eventID string) string {
 }
 
 // Count runs a count query.
-func (w *World) Count(t testing.TB, sql string, args ...any) int {
+func (w *World) Count(t T, sql string, args ...any) int {
 	t.Helper()
 	var n int
 	require.NoError(t, w.Pool.QueryRow(context.Background(), sql, args...).Scan(&n))
