@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/paygate/paygate/internal/stripesim"
+	"github.com/paygate/paygate/internal/testdb"
+)
+
+// buildOnce compiles the real binary once for the end-to-end tests.
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+func paygateBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "paygate-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binary = filepath.Join(dir, "paygate")
+		out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return binary
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// syncBuffer collects a process's output while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+const (
+	testSecret   = "whsec_e2e_secret_value"
+	testOps      = "e2e-ops-token-value"
+	testFinance  = "e2e-finance-token-value"
+	e2eEmailName = "buyer-e2e@example.com"
+)
+
+type server struct {
+	cmd  *exec.Cmd
+	addr string
+	logs *syncBuffer
+	done chan error
+}
+
+func startServer(t *testing.T, dbURL string, extraEnv ...string) *server {
+	t.Helper()
+	bin := paygateBinary(t)
+	env := append(os.Environ(),
+		"DATABASE_URL="+dbURL,
+		"PAYGATE_STRIPE_WEBHOOK_SECRETS=whsec_old_rotated_out,"+testSecret,
+		"PAYGATE_OPS_TOKENS="+testOps,
+		"PAYGATE_FINANCE_TOKENS="+testFinance,
+	)
+	env = append(env, extraEnv...)
+	s := &server{addr: freeAddr(t), logs: &syncBuffer{}, done: make(chan error, 1)}
+	s.cmd = exec.Command(bin, "serve")
+	s.cmd.Env = append(env, "PAYGATE_ADDR="+s.addr)
+	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
+	require.NoError(t, s.cmd.Start())
+	go func() { s.done <- s.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + s.addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not ready: %v\n%s", err, s.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func getJSON(t *testing.T, url, token string, v any) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	if v != nil && resp.StatusCode == http.StatusOK {
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+	}
+	return resp.StatusCode
+}
+
+// TestServeEndToEnd: the real binary migrates (twice), serves signed
+// webhooks delivered with duplicates and out of order, applies them, answers
+// the API, shuts down cleanly on SIGTERM, and logs no secret, token,
+// signature or payload.
+func TestServeEndToEnd(t *testing.T) {
+	t.Parallel()
+	_, dbURL := testdb.NewWithURL(t)
+	bin := paygateBinary(t)
+	migrate := exec.Command(bin, "migrate")
+	migrate.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
+	out, err := migrate.CombinedOutput()
+	require.NoError(t, err, string(out))
+	migrate = exec.Command(bin, "migrate")
+	migrate.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
+	out, err = migrate.CombinedOutput()
+	require.NoError(t, err, "migrate is safe to run twice: %s", out)
+
+	srv := startServer(t, dbURL)
+	sim := stripesim.New(stripesim.Config{WebhookSecret: testSecret})
+	p := sim.Pay(stripesim.PayOpts{Amount: 36000, Currency: "usd", Email: e2eEmailName})
+	sim.Refund(p, 6000)
+	results, err := sim.Deliver(context.Background(), "http://"+srv.addr+"/webhooks/stripe", sim.Events(),
+		&stripesim.DeliverOpts{Copies: 2, Shuffle: true, Concurrency: 4})
+	require.NoError(t, err)
+	fresh := 0
+	for _, r := range results {
+		require.Equal(t, http.StatusOK, r.Status)
+		if !r.Duplicate {
+			fresh++
+		}
+	}
+	require.Equal(t, len(sim.Events()), fresh, "each event is new exactly once")
+
+	var payment struct {
+		Status         string `json:"status"`
+		Amount         string `json:"amount"`
+		AmountCaptured string `json:"amount_captured"`
+		AmountRefunded string `json:"amount_refunded"`
+		History        []struct {
+			From *string `json:"from"`
+			To   string  `json:"to"`
+		} `json:"history"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code := getJSON(t, "http://"+srv.addr+"/v1/payments/"+p.ID, testFinance, &payment)
+		if code == http.StatusOK && payment.Status == "partially_refunded" {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "payment never applied: %d %+v\n%s", code, payment, srv.logs.String())
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, "360.00", payment.Amount)
+	require.Equal(t, "360.00", payment.AmountCaptured)
+	require.Equal(t, "60.00", payment.AmountRefunded)
+	require.NotEmpty(t, payment.History)
+	require.Nil(t, payment.History[0].From)
+
+	var tb struct {
+		Currencies []struct {
+			Currency string `json:"currency"`
+			Debits   string `json:"debits"`
+			Balanced bool   `json:"balanced"`
+		} `json:"currencies"`
+	}
+	require.Equal(t, http.StatusOK, getJSON(t, "http://"+srv.addr+"/v1/ledger/trial-balance", testOps, &tb))
+	require.Len(t, tb.Currencies, 1)
+	require.True(t, tb.Currencies[0].Balanced)
+	require.Equal(t, "420.00", tb.Currencies[0].Debits)
+
+	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-srv.done:
+		require.NoError(t, err, "clean exit on SIGTERM\n%s", srv.logs.String())
+		srv.done <- err // for the cleanup
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no exit after SIGTERM\n%s", srv.logs.String())
+	}
+
+	logs := srv.logs.String()
+	require.Contains(t, logs, `"msg":"stopped"`)
+	for _, secret := range []string{testSecret, "whsec_old_rotated_out", testOps, testFinance, "v1=", "t=", e2eEmailName, `"amount"`} {
+		require.NotContains(t, logs, secret, "logs must not contain secrets, signatures or payloads")
+	}
+}
+
+func TestServeRefusesAnUnmigratedDatabase(t *testing.T) {
+	t.Parallel()
+	pool, dbURL := testdb.NewWithURL(t)
+	_, err := pool.Exec(context.Background(), `DROP TABLE paygate_migrations`)
+	require.NoError(t, err)
+	cmd := exec.Command(paygateBinary(t), "serve")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "PAYGATE_ADDR="+freeAddr(t))
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "paygate migrate")
+}
+
+func TestConfigErrors(t *testing.T) {
+	t.Parallel()
+	for name, env := range map[string]map[string]string{
+		"attempts not a number": {"PAYGATE_PROCESS_MAX_ATTEMPTS": "many"},
+		"attempts zero":         {"PAYGATE_PROCESS_MAX_ATTEMPTS": "0"},
+		"body limit tiny":       {"PAYGATE_MAX_BODY_BYTES": "10"},
+		"secret without prefix": {"PAYGATE_STRIPE_WEBHOOK_SECRETS": "sk_live_oops"},
+	} {
+		_, err := loadConfig(func(k string) string { return env[k] })
+		require.Error(t, err, name)
+		require.NotContains(t, err.Error(), "sk_live_oops", "a misplaced secret is not echoed")
+	}
+	cfg, err := loadConfig(func(k string) string {
+		return map[string]string{"PAYGATE_STRIPE_WEBHOOK_SECRETS": " whsec_a , whsec_b ,", "PAYGATE_OPS_TOKENS": "x"}[k]
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"whsec_a", "whsec_b"}, cfg.StripeSecrets)
+	require.Equal(t, "127.0.0.1:8080", cfg.Addr)
+	require.Equal(t, 10, cfg.ProcessMaxAttempts)
+	require.Equal(t, int64(1048576), cfg.MaxBodyBytes)
+	require.True(t, strings.HasPrefix(cfg.StripeAPIURL, "https://api.stripe.com"))
+}
