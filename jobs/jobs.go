@@ -65,6 +65,8 @@ type Config struct {
 	FetchPollInterval time.Duration
 	// InsertOnly builds a client that inserts but works no jobs.
 	InsertOnly bool
+	// Email configures the send_email worker (SMTP, sender, ops address).
+	Email EmailConfig
 	// Extra lets other packages register their workers and periodic jobs.
 	Register func(*river.Workers) []*river.PeriodicJob
 }
@@ -98,6 +100,11 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	config.withDefaults()
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &ProcessEventWorker{pool: pool, logger: config.Logger})
+	emailWorker, err := NewSendEmailWorker(pool, config.Email, config.Logger)
+	if err != nil {
+		return nil, err
+	}
+	river.AddWorker(workers, emailWorker)
 	var periodic []*river.PeriodicJob
 	if config.Register != nil {
 		periodic = config.Register(workers)

@@ -1,0 +1,323 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	netmail "net/mail"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/paygate/paygate/inbox"
+)
+
+// EmailKind is what an email is for. Kinds are stored in the database.
+type EmailKind string
+
+const (
+	// EmailPaymentReceipt goes to the customer when a payment first reaches
+	// succeeded; ObjectID is the payment id.
+	EmailPaymentReceipt EmailKind = "payment_receipt"
+	// EmailRefundConfirmation goes to the customer once per refund that
+	// succeeded; ObjectID is the refund id.
+	EmailRefundConfirmation EmailKind = "refund_confirmation"
+	// EmailDisputeAlert goes to ops (PAYGATE_OPS_EMAIL) once per dispute;
+	// ObjectID is the dispute id.
+	EmailDisputeAlert EmailKind = "dispute_alert"
+	// EmailPoisonAlert goes to ops once per event that became poison;
+	// ObjectID is "<provider>/<event_id>" (see EnqueuePoisonAlertTx).
+	EmailPoisonAlert EmailKind = "poison_alert"
+)
+
+// EmailKinds lists every kind.
+var EmailKinds = []EmailKind{EmailPaymentReceipt, EmailRefundConfirmation, EmailDisputeAlert, EmailPoisonAlert}
+
+// EmailStatus is where an outbox row stands.
+type EmailStatus string
+
+const (
+	EmailPending EmailStatus = "pending" // a send_email job is on its way
+	EmailSent    EmailStatus = "sent"    // the SMTP server accepted it
+	EmailSkipped EmailStatus = "skipped" // no recipient, or no SMTP server configured; Error says which
+	EmailFailed  EmailStatus = "failed"  // rejected permanently (5xx) or out of attempts; Error says why
+)
+
+var (
+	// ErrInvalidEmail is returned by EnqueueEmailTx for an Email that is
+	// not well formed (unknown kind, no object id, a non-decimal amount).
+	ErrInvalidEmail = errors.New("invalid email")
+	// ErrEmailNotFound is returned when no outbox row has the given key.
+	ErrEmailNotFound = errors.New("email not found")
+)
+
+// Email is one email intent: at most one email is ever enqueued per (Kind,
+// ObjectID), however many times and in whatever order the events that call
+// for it arrive.
+type Email struct {
+	Kind EmailKind
+	// ObjectID identifies the intent within its kind: the payment id, the
+	// refund id, the dispute id, or "<provider>/<event_id>".
+	ObjectID string
+	// PaymentID is the payment the email concerns (listed by
+	// EmailsForPayment); empty for poison alerts.
+	PaymentID string
+	// Recipient is the address to send to. Empty (the charge has neither a
+	// receipt_email nor a billing email; PAYGATE_OPS_EMAIL unset) or not an
+	// address: the intent is recorded as skipped with the reason, and no
+	// job is enqueued.
+	Recipient string
+	// Amount is a decimal string in major units at the currency's scale,
+	// as the API shows amounts ("360.00", "1000" for JPY, "1.234" for
+	// KWD). Never a float. Optional for poison alerts.
+	Amount string
+	// Currency is the lowercase ISO code, as Stripe sends it.
+	Currency string
+	// Reason is free text for ops alerts: the dispute's reason, the poison
+	// event's last error.
+	Reason string
+	// Provider, EventID and EventType name the event behind the email
+	// (shown in ops alerts).
+	Provider  string
+	EventID   string
+	EventType string
+}
+
+// emailData is Email's payload as stored in email_outbox.data.
+type emailData struct {
+	PaymentID string `json:"payment_id,omitempty"`
+	Amount    string `json:"amount,omitempty"`
+	Currency  string `json:"currency,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Provider  string `json:"provider,omitempty"`
+	EventID   string `json:"event_id,omitempty"`
+	EventType string `json:"event_type,omitempty"`
+}
+
+var (
+	decimalRe  = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+	currencyRe = regexp.MustCompile(`^[a-z]{3}$`)
+)
+
+const maxReasonLen = 2000
+
+func (e Email) validate() error {
+	known := false
+	for _, k := range EmailKinds {
+		known = known || e.Kind == k
+	}
+	switch {
+	case !known:
+		return fmt.Errorf("%w: kind %q", ErrInvalidEmail, e.Kind)
+	case strings.TrimSpace(e.ObjectID) == "":
+		return fmt.Errorf("%w: %s without an object id", ErrInvalidEmail, e.Kind)
+	case e.Amount != "" && !decimalRe.MatchString(e.Amount):
+		return fmt.Errorf("%w: amount %q is not a decimal string", ErrInvalidEmail, e.Amount)
+	case e.Currency != "" && !currencyRe.MatchString(e.Currency):
+		return fmt.Errorf("%w: currency %q is not a lowercase ISO code", ErrInvalidEmail, e.Currency)
+	case (e.Amount == "") != (e.Currency == ""):
+		return fmt.Errorf("%w: an amount goes with its currency", ErrInvalidEmail)
+	case e.Kind != EmailPoisonAlert && e.Amount == "":
+		return fmt.Errorf("%w: %s without an amount", ErrInvalidEmail, e.Kind)
+	}
+	return nil
+}
+
+// EmailMessageID is the Message-ID (without angle brackets) of every
+// attempt to send the email for (kind, objectID), e.g.
+// "payment_receipt.pi_123@paygate": derived from the outbox key, never
+// random, so that a resend after a crash is recognisable downstream.
+// Characters outside RFC 5322's atext are escaped as "=XX", keeping the
+// mapping one-to-one.
+func EmailMessageID(kind EmailKind, objectID string) string {
+	var b strings.Builder
+	b.WriteString(string(kind))
+	b.WriteByte('.')
+	for i := 0; i < len(objectID); i++ {
+		c := objectID[i]
+		if isAtext(c) && c != '=' && c != '.' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "=%02X", c)
+		}
+	}
+	b.WriteString("@paygate")
+	return b.String()
+}
+
+func isAtext(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		strings.IndexByte("!#$%&'*+-/=?^_`{|}~", c) >= 0
+}
+
+// EnqueueEmailTx records the email intent e in the caller's transaction tx
+// and, only when the intent is new, inserts its send_email job with rc in
+// the same transaction: both commit or roll back with the state change that
+// called for them.
+//
+// The outbox row is inserted ON CONFLICT (kind, object_id) DO NOTHING, so a
+// duplicated or reordered event, or two workers racing, enqueue one email
+// at most: created reports whether this call recorded the intent. An
+// intent without a usable recipient is recorded as skipped, with the
+// reason, and gets no job (created is still true): never silently lost.
+//
+// Inside a River worker pass river.ClientFromContext[pgx.Tx](ctx) as rc;
+// elsewhere the client's River field.
+//
+// It fails with ErrInvalidEmail.
+func EnqueueEmailTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e Email) (created bool, err error) {
+	e.ObjectID = strings.TrimSpace(e.ObjectID)
+	if err := e.validate(); err != nil {
+		return false, err
+	}
+	if len(e.Reason) > maxReasonLen {
+		e.Reason = e.Reason[:maxReasonLen] + "…"
+	}
+	data, err := json.Marshal(emailData{
+		PaymentID: e.PaymentID, Amount: e.Amount, Currency: e.Currency, Reason: e.Reason,
+		Provider: e.Provider, EventID: e.EventID, EventType: e.EventType,
+	})
+	if err != nil {
+		return false, fmt.Errorf("encode email %s %s: %w", e.Kind, e.ObjectID, err)
+	}
+	status, recipient, skipReason := EmailPending, "", ""
+	if strings.TrimSpace(e.Recipient) == "" {
+		status, skipReason = EmailSkipped, noRecipientReason(e.Kind)
+	} else if a, perr := netmail.ParseAddress(e.Recipient); perr != nil {
+		status, skipReason = EmailSkipped, "recipient is not an email address"
+	} else {
+		recipient = a.Address
+	}
+
+	var id int64
+	err = tx.QueryRow(ctx, `
+		INSERT INTO email_outbox (kind, object_id, payment_id, recipient, data, status, last_error, message_id)
+		VALUES ($1, $2, nullif($3, ''), nullif($4, ''), $5, $6, nullif($7, ''), $8)
+		ON CONFLICT ON CONSTRAINT email_outbox_kind_object_id_key DO NOTHING
+		RETURNING id`,
+		e.Kind, e.ObjectID, e.PaymentID, recipient, data, status, skipReason,
+		EmailMessageID(e.Kind, e.ObjectID)).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil // this intent was recorded before: its email is already on its way (or done)
+	}
+	if err != nil {
+		return false, fmt.Errorf("record email %s %s: %w", e.Kind, e.ObjectID, err)
+	}
+	if status != EmailPending {
+		return true, nil
+	}
+	if rc == nil {
+		return false, fmt.Errorf("enqueue send_email %s %s: no River client", e.Kind, e.ObjectID)
+	}
+	if _, err := rc.InsertTx(ctx, tx, SendEmailArgs{OutboxID: id}, nil); err != nil {
+		return false, fmt.Errorf("enqueue send_email %s %s: %w", e.Kind, e.ObjectID, err)
+	}
+	return true, nil
+}
+
+func noRecipientReason(kind EmailKind) string {
+	switch kind {
+	case EmailDisputeAlert, EmailPoisonAlert:
+		return "no recipient: PAYGATE_OPS_EMAIL is not set"
+	default:
+		return "no recipient: the charge has no receipt_email or billing email"
+	}
+}
+
+// PoisonAlert describes an event that became poison.
+type PoisonAlert struct {
+	Provider  string // e.g. "stripe"
+	EventID   string
+	EventType string
+	Error     string // the event's last error
+}
+
+// EnqueuePoisonAlertTx records and enqueues, in tx, the alert to opsEmail
+// (PAYGATE_OPS_EMAIL; empty: recorded as skipped) that an event became
+// poison. It is EnqueueEmailTx for kind poison_alert with object id
+// "<provider>/<event_id>": one alert per event ever, so an event that is
+// replayed and turns poison again does not alert twice.
+//
+// It fails with ErrInvalidEmail.
+func EnqueuePoisonAlertTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], opsEmail string, a PoisonAlert) (created bool, err error) {
+	if a.Provider == "" || a.EventID == "" {
+		return false, fmt.Errorf("%w: poison alert without provider and event id", ErrInvalidEmail)
+	}
+	return EnqueueEmailTx(ctx, tx, rc, Email{
+		Kind:      EmailPoisonAlert,
+		ObjectID:  a.Provider + "/" + a.EventID,
+		Recipient: opsEmail,
+		Reason:    a.Error,
+		Provider:  a.Provider,
+		EventID:   a.EventID,
+		EventType: a.EventType,
+	})
+}
+
+// EmailRecord is an email intent and where it stands, as the payment API
+// lists it.
+type EmailRecord struct {
+	Kind      EmailKind   `json:"kind"`
+	ObjectID  string      `json:"object_id"`
+	Status    EmailStatus `json:"status"`
+	Recipient string      `json:"recipient,omitempty"`
+	// Error is why it was skipped or failed, or the last transient error
+	// while still pending.
+	Error     string     `json:"error,omitempty"`
+	Attempts  int        `json:"attempts"`
+	MessageID string     `json:"message_id"`
+	CreatedAt time.Time  `json:"created_at"`
+	SentAt    *time.Time `json:"sent_at"`
+}
+
+const emailRecordColumns = `kind, object_id, status, coalesce(recipient, ''), coalesce(last_error, ''),
+	attempts, message_id, created_at, sent_at`
+
+func scanEmailRecord(row pgx.Row) (EmailRecord, error) {
+	var r EmailRecord
+	err := row.Scan(&r.Kind, &r.ObjectID, &r.Status, &r.Recipient, &r.Error, &r.Attempts, &r.MessageID, &r.CreatedAt, &r.SentAt)
+	return r, err
+}
+
+// EmailsForPayment returns the payment's emails (receipt, refund
+// confirmations, dispute alerts), oldest first; an empty, non-nil slice
+// when there are none.
+func EmailsForPayment(ctx context.Context, q inbox.Querier, paymentID string) ([]EmailRecord, error) {
+	rows, err := q.Query(ctx, `SELECT `+emailRecordColumns+` FROM email_outbox
+		WHERE payment_id = $1 ORDER BY created_at, id`, paymentID)
+	if err != nil {
+		return nil, fmt.Errorf("list emails of payment %s: %w", paymentID, err)
+	}
+	defer rows.Close()
+	out := []EmailRecord{}
+	for rows.Next() {
+		r, err := scanEmailRecord(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list emails of payment %s: %w", paymentID, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list emails of payment %s: %w", paymentID, err)
+	}
+	return out, nil
+}
+
+// GetEmail returns the intent (kind, objectID).
+//
+// It fails with ErrEmailNotFound.
+func GetEmail(ctx context.Context, q inbox.Querier, kind EmailKind, objectID string) (EmailRecord, error) {
+	r, err := scanEmailRecord(q.QueryRow(ctx, `SELECT `+emailRecordColumns+` FROM email_outbox
+		WHERE kind = $1 AND object_id = $2`, kind, objectID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return EmailRecord{}, ErrEmailNotFound
+	}
+	if err != nil {
+		return EmailRecord{}, fmt.Errorf("get email %s %s: %w", kind, objectID, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,97 @@
+package jobs
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	htmltemplate "html/template"
+	"strings"
+	texttemplate "text/template"
+)
+
+// Each templates/<kind>.tmpl defines "subject" and "text" (text/template)
+// and "body" (html/template, inside layout.html.tmpl's "layout"). They are
+// embedded so that the binary is all a deployment needs.
+//
+//go:embed templates/*.tmpl
+var templateFS embed.FS
+
+type emailTemplates struct {
+	text *texttemplate.Template
+	html *htmltemplate.Template
+}
+
+var templatesByKind = mustParseTemplates()
+
+func mustParseTemplates() map[EmailKind]emailTemplates {
+	out := make(map[EmailKind]emailTemplates, len(EmailKinds))
+	for _, k := range EmailKinds {
+		file := "templates/" + string(k) + ".tmpl"
+		text := texttemplate.Must(texttemplate.New(string(k)).Option("missingkey=error").ParseFS(templateFS, file))
+		html := htmltemplate.Must(htmltemplate.New(string(k)).Option("missingkey=error").
+			ParseFS(templateFS, "templates/layout.html.tmpl", file))
+		out[k] = emailTemplates{text: text, html: html}
+	}
+	return out
+}
+
+// emailView is what the templates see.
+type emailView struct {
+	Kind      EmailKind
+	ObjectID  string
+	PaymentID string
+	Amount    string // formatted, e.g. "$360.00"; empty when the email has none
+	Reason    string
+	Provider  string
+	EventID   string
+	EventType string
+	Ref       string // the Message-ID: quoting it lets support find the outbox row
+}
+
+type renderedEmail struct {
+	Subject, Text, HTML string
+}
+
+func renderEmail(kind EmailKind, objectID, messageID string, d emailData) (renderedEmail, error) {
+	t, ok := templatesByKind[kind]
+	if !ok {
+		return renderedEmail{}, fmt.Errorf("render %s: no template", kind)
+	}
+	v := emailView{
+		Kind: kind, ObjectID: objectID, PaymentID: d.PaymentID, Reason: d.Reason,
+		Provider: d.Provider, EventID: d.EventID, EventType: d.EventType, Ref: messageID,
+	}
+	if d.Amount != "" {
+		v.Amount = FormatAmount(d.Amount, d.Currency)
+	}
+	var subject, text, html bytes.Buffer
+	if err := t.text.ExecuteTemplate(&subject, "subject", v); err != nil {
+		return renderedEmail{}, fmt.Errorf("render %s subject: %w", kind, err)
+	}
+	if err := t.text.ExecuteTemplate(&text, "text", v); err != nil {
+		return renderedEmail{}, fmt.Errorf("render %s text: %w", kind, err)
+	}
+	if err := t.html.ExecuteTemplate(&html, "layout", v); err != nil {
+		return renderedEmail{}, fmt.Errorf("render %s html: %w", kind, err)
+	}
+	return renderedEmail{
+		Subject: strings.Join(strings.Fields(subject.String()), " "),
+		Text:    text.String(),
+		HTML:    html.String(),
+	}, nil
+}
+
+// currencySymbols are the few currencies shown with a symbol; every other
+// is shown as its uppercase code, which is never ambiguous.
+var currencySymbols = map[string]string{"usd": "$", "eur": "€", "gbp": "£", "jpy": "¥"}
+
+// FormatAmount shows a decimal amount string in major units for people:
+// "$360.00" (usd), "¥1000" (jpy), "KWD 1.234" (kwd). The digits are the
+// caller's, untouched: amount must already be at the currency's scale, as
+// the API shows it, so nothing is rounded here.
+func FormatAmount(amount, currency string) string {
+	if sym, ok := currencySymbols[strings.ToLower(currency)]; ok {
+		return sym + amount
+	}
+	return strings.ToUpper(currency) + " " + amount
+}
