@@ -29,12 +29,16 @@ type Config struct {
 	FinanceTokens []string
 	Logger        *slog.Logger
 	Registry      *prometheus.Registry // served at /metrics; nil: a fresh one
+	// RiverUI mounts River's UI under /riverui behind the ops tokens; Start
+	// starts its background services.
+	RiverUI bool
 }
 
 // Server holds the API's dependencies.
 type Server struct {
 	config Config
 	auth   *authenticator
+	ops    opsState
 }
 
 // NewEcho builds the Echo instance with paygate's error handler, request ids,
@@ -61,7 +65,9 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(config.Registry, promhttp.HandlerOpts{})))
 
-	v1 := e.Group("/v1", s.auth.middleware)
+	// Every POST under /v1, present and future, goes through the
+	// Idempotency-Key middleware (after authentication: keys are per caller).
+	v1 := e.Group("/v1", s.auth.middleware, s.idempotency)
 	anyRole := requireRole(RoleOps, RoleFinance)
 	opsOnly := requireRole(RoleOps)
 	v1.GET("/events/stripe/:event_id", s.getEvent, anyRole)

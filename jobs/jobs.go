@@ -100,6 +100,7 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	config.withDefaults()
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &ProcessEventWorker{pool: pool, logger: config.Logger})
+	river.AddWorker(workers, &IdempotencyPurgeWorker{Pool: pool})
 	emailWorker, err := NewSendEmailWorker(pool, config.Email, config.Logger)
 	if err != nil {
 		return nil, err
@@ -109,6 +110,7 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	if config.Register != nil {
 		periodic = config.Register(workers)
 	}
+	periodic = append(periodic, idempotencyPurgePeriodic())
 	rc := &river.Config{
 		Logger:               config.Logger,
 		JobTimeout:           config.JobTimeout,

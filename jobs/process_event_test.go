@@ -281,3 +281,27 @@ func TestTransientFailuresRetryThenPoison(t *testing.T) {
 	require.Equal(t, 3, attempts, "tried PAYGATE_PROCESS_MAX_ATTEMPTS times")
 	require.Contains(t, lastError, "simulated outage")
 }
+
+// TestRefConflictIsPoison: a second report of one refund with another
+// amount would rewrite a posted movement; it is refused and parked for ops,
+// and the first posting stands.
+func TestRefConflictIsPoison(t *testing.T) {
+	t.Parallel()
+	w := worldtest.New(t, nil)
+	sim := stripesim.New(stripesim.Config{})
+	p := sim.Pay(stripesim.PayOpts{Amount: 5000, Currency: "usd"})
+	r := sim.Refund(p, 1000)
+	w.Apply(t, sim.Events()...)
+
+	conflicting := sim.Emit("refund.updated", map[string]any{
+		"id": r.ID, "object": "refund", "amount": 2000, "currency": "usd", "status": "succeeded",
+		"payment_intent": p.ID, "charge": p.ChargeID,
+	})
+	w.Apply(t, conflicting)
+	require.Equal(t, "poison", w.Status(t, conflicting.ID))
+	var lastError string
+	require.NoError(t, w.Pool.QueryRow(context.Background(),
+		`SELECT last_error FROM inbox_events WHERE event_id = $1`, conflicting.ID).Scan(&lastError))
+	require.Contains(t, lastError, "stripe:refund:"+r.ID)
+	require.Equal(t, "10.00", ledger.Format(payment(t, w, p.ID).AmountRefunded, "usd"))
+}

@@ -1,0 +1,108 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	"riverqueue.com/riverui"
+)
+
+// riverUIPrefix is where River's UI is mounted.
+const riverUIPrefix = "/riverui"
+
+// mountRiverUI serves River's UI and its JSON API under /riverui, for the
+// ops tokens only: River UI has no authentication of its own, and it can
+// cancel, retry and delete jobs. Job arguments are hidden by default (ours
+// carry only event keys, but a glance at a list should not need them).
+func (s *Server) mountRiverUI(e *echo.Echo) {
+	var h http.Handler
+	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints:                riverui.NewEndpoints(s.config.Jobs.River, nil),
+		JobListHideArgsByDefault: true,
+		Logger:                   s.config.Logger,
+		Prefix:                   riverUIPrefix,
+	})
+	if err != nil {
+		// Only a broken build gets here (the UI's assets are embedded);
+		// the API itself must still serve.
+		s.config.Logger.Error("river ui unavailable", "error", err.Error())
+		h = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "River UI unavailable", http.StatusServiceUnavailable)
+		})
+	} else {
+		s.ops.riverUI = ui
+		h = ui
+	}
+	wrapped := echo.WrapHandler(h)
+	e.Any(riverUIPrefix, wrapped, s.opsBrowserAuth)
+	e.Any(riverUIPrefix+"/*", wrapped, s.opsBrowserAuth)
+}
+
+// Start starts the background services of what NewEcho mounted (River UI's
+// caches); they stop when ctx is done.
+func (s *Server) Start(ctx context.Context) error {
+	if s.ops.riverUI == nil {
+		return nil
+	}
+	if err := s.ops.riverUI.Start(ctx); err != nil {
+		return fmt.Errorf("start river ui: %w", err)
+	}
+	return nil
+}
+
+// opsBrowserAuth lets an ops token through, sent as a bearer token or as the
+// password of HTTP basic authentication (any user name), so that a browser's
+// own login prompt works: browsers cannot send bearer headers. Since a
+// browser resends basic credentials on its own, a state-changing request
+// from another site is refused (CSRF).
+func (s *Server) opsBrowserAuth(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		token := ""
+		scheme, rest, _ := strings.Cut(req.Header.Get(echo.HeaderAuthorization), " ")
+		switch {
+		case strings.EqualFold(scheme, "Bearer"):
+			token = strings.TrimSpace(rest)
+		case strings.EqualFold(scheme, "Basic"):
+			if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest)); err == nil {
+				_, token, _ = strings.Cut(string(raw), ":")
+			}
+		}
+		caller, ok := s.auth.identify(token)
+		if !ok {
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Basic realm="paygate ops", charset="UTF-8"`)
+			return ErrUnauthorized
+		}
+		if !caller.Roles[RoleOps] {
+			return ErrForbidden
+		}
+		if !safeMethod(req.Method) && crossSite(req) {
+			return fmt.Errorf("%w: cross-site request refused", ErrForbidden)
+		}
+		c.Set(callerKey, caller)
+		return next(c)
+	}
+}
+
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
+
+// crossSite reports a request a browser made on another site's behalf.
+func crossSite(req *http.Request) bool {
+	if site := req.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return true
+	}
+	if origin := req.Header.Get(echo.HeaderOrigin); origin != "" {
+		u, err := url.Parse(origin)
+		if err != nil || !strings.EqualFold(u.Host, req.Host) {
+			return true
+		}
+	}
+	return false
+}

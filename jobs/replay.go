@@ -1,0 +1,169 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/paygate/paygate/inbox"
+)
+
+// The operator actions on inbox events. The API and the CLI both call these,
+// each inside a transaction of its own (the API's is the Idempotency-Key's):
+// the status change, the job and the audit entry commit together or not at
+// all.
+
+// ReplayEventTx runs processing of one event again, whatever its status: the
+// event goes back to received (attempts keep counting) and a new
+// process_event job is enqueued. Replaying a processed event is safe:
+// applying an event is idempotent. The action is audited as op.
+//
+// It fails with inbox.ErrNotFound and inbox.ErrNoActor.
+func (c *Client) ReplayEventTx(ctx context.Context, tx pgx.Tx, provider, eventID string, op inbox.Operation) (inbox.Event, error) {
+	ev, err := inbox.ReplayTx(ctx, tx, provider, eventID)
+	if err != nil {
+		return inbox.Event{}, err
+	}
+	if err := c.InsertProcessEventTx(ctx, tx, provider, eventID); err != nil {
+		return inbox.Event{}, err
+	}
+	if err := inbox.AppendAuditTx(ctx, tx, inbox.ActionReplay, op, inbox.Key{Provider: provider, EventID: eventID}); err != nil {
+		return inbox.Event{}, err
+	}
+	return ev, nil
+}
+
+// ReplayResult is the outcome of a replay by filter.
+type ReplayResult struct {
+	Matched  int64
+	Replayed int64
+	DryRun   bool
+}
+
+// ReplayMatchingTx replays every event f selects, as ReplayEventTx does, with
+// one audit entry (bulk_replay) per event. With dryRun it only counts them.
+//
+// It fails with inbox.ErrNoActor.
+func (c *Client) ReplayMatchingTx(ctx context.Context, tx pgx.Tx, f inbox.Filter, op inbox.Operation, dryRun bool) (ReplayResult, error) {
+	if dryRun {
+		n, err := inbox.Count(ctx, tx, f)
+		return ReplayResult{Matched: n, DryRun: true}, err
+	}
+	keys, err := inbox.ReplayMatchingTx(ctx, tx, f)
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	byProvider := map[string][]string{}
+	for _, k := range keys {
+		byProvider[k.Provider] = append(byProvider[k.Provider], k.EventID)
+	}
+	for provider, ids := range byProvider {
+		for len(ids) > 0 {
+			n := min(len(ids), 1000)
+			if err := c.InsertProcessEventsTx(ctx, tx, provider, ids[:n]); err != nil {
+				return ReplayResult{}, err
+			}
+			ids = ids[n:]
+		}
+	}
+	if err := inbox.AppendAuditTx(ctx, tx, inbox.ActionBulkReplay, op, keys...); err != nil {
+		return ReplayResult{}, err
+	}
+	return ReplayResult{Matched: int64(len(keys)), Replayed: int64(len(keys))}, nil
+}
+
+// DiscardEventTx sets an event aside with a reason: status discarded, its
+// unfinished process_event jobs cancelled (so a pending retry does not apply
+// it behind the operator's back), and an audit entry. A discarded event can
+// be replayed later.
+//
+// It fails with inbox.ErrNotFound, inbox.ErrReasonRequired,
+// inbox.ErrAlreadyProcessed and inbox.ErrNoActor.
+func (c *Client) DiscardEventTx(ctx context.Context, tx pgx.Tx, provider, eventID string, op inbox.Operation) (inbox.Event, error) {
+	if strings.TrimSpace(op.Reason) == "" {
+		return inbox.Event{}, inbox.ErrReasonRequired
+	}
+	ev, err := inbox.DiscardTx(ctx, tx, provider, eventID)
+	if err != nil {
+		return ev, err
+	}
+	if err := inbox.AppendAuditTx(ctx, tx, inbox.ActionDiscard, op, inbox.Key{Provider: provider, EventID: eventID}); err != nil {
+		return inbox.Event{}, err
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT id FROM river_job
+		WHERE kind = $1 AND args->>'provider' = $2 AND args->>'event_id' = $3
+		  AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')`,
+		ProcessEventArgs{}.Kind(), provider, eventID)
+	if err != nil {
+		return inbox.Event{}, fmt.Errorf("find jobs of %s: %w", eventID, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return inbox.Event{}, fmt.Errorf("find jobs of %s: %w", eventID, err)
+	}
+	for _, id := range ids {
+		if _, err := c.River.JobCancelTx(ctx, tx, id); err != nil && !errors.Is(err, river.ErrNotFound) {
+			return inbox.Event{}, fmt.Errorf("cancel job %d of %s: %w", id, eventID, err)
+		}
+	}
+	return ev, nil
+}
+
+// AttemptError is one failed attempt of an event's processing, from River's
+// job rows.
+type AttemptError struct {
+	JobID int64
+	rivertype.AttemptError
+}
+
+// AttemptErrors returns every failed attempt of the process_event jobs of
+// the given events (all their jobs, replays included), oldest first, keyed
+// by event id. Events without a failed attempt are absent.
+func AttemptErrors(ctx context.Context, q inbox.Querier, provider string, eventIDs []string) (map[string][]AttemptError, error) {
+	out := map[string][]AttemptError{}
+	if len(eventIDs) == 0 {
+		return out, nil
+	}
+	rows, err := q.Query(ctx, `
+		SELECT j.args->>'event_id', j.id, e
+		FROM river_job j, unnest(j.errors) AS e
+		WHERE j.kind = $1 AND j.args->>'provider' = $2 AND j.args->>'event_id' = ANY($3)`,
+		ProcessEventArgs{}.Kind(), provider, eventIDs)
+	if err != nil {
+		return nil, fmt.Errorf("read attempt errors: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var eventID string
+		var jobID int64
+		var raw []byte
+		if err := rows.Scan(&eventID, &jobID, &raw); err != nil {
+			return nil, fmt.Errorf("read attempt errors: %w", err)
+		}
+		ae := AttemptError{JobID: jobID}
+		if err := json.Unmarshal(raw, &ae.AttemptError); err != nil {
+			return nil, fmt.Errorf("decode attempt error of job %d: %w", jobID, err)
+		}
+		out[eventID] = append(out[eventID], ae)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read attempt errors: %w", err)
+	}
+	for _, errs := range out {
+		sort.SliceStable(errs, func(i, j int) bool {
+			if !errs[i].At.Equal(errs[j].At) {
+				return errs[i].At.Before(errs[j].At)
+			}
+			return errs[i].JobID < errs[j].JobID
+		})
+	}
+	return out, nil
+}
