@@ -45,13 +45,14 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	registry.MustRegister(jobs.NewQueueCollector(pool))
 
-	e, _ := api.NewEcho(api.Config{
+	e, apiServer := api.NewEcho(api.Config{
 		Pool:          pool,
 		Jobs:          jobClient,
 		OpsTokens:     cfg.OpsTokens,
 		FinanceTokens: cfg.FinanceTokens,
 		Logger:        logger,
 		Registry:      registry,
+		RiverUI:       true,
 	})
 	webhook.NewHandler(webhook.Config{
 		Ingester:      &webhook.TxIngester{Pool: pool, Enqueue: jobClient},
@@ -78,6 +79,10 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 
+	if err := apiServer.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
 	if err := jobClient.River.Start(ctx); err != nil {
 		ln.Close()
 		return fmt.Errorf("start workers: %w", err)
