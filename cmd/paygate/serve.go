@@ -39,11 +39,15 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	jobClient, err := jobs.NewClient(pool, jobs.Config{
 		Logger:             logger,
 		ProcessMaxAttempts: cfg.ProcessMaxAttempts,
+		Email:              jobs.EmailConfig{SMTPURL: cfg.SMTPURL, From: cfg.EmailFrom, OpsEmail: cfg.OpsEmail},
 	})
 	if err != nil {
 		return err
 	}
-	registry.MustRegister(jobs.NewQueueCollector(pool))
+	registry.MustRegister(jobs.NewQueueCollector(pool), jobs.EmailCollector())
+	if cfg.SMTPURL == "" {
+		logger.Warn("PAYGATE_SMTP_URL is empty: emails are recorded as skipped, none is sent")
+	}
 
 	e, apiServer := api.NewEcho(api.Config{
 		Pool:          pool,
