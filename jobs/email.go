@@ -165,8 +165,8 @@ func isAtext(c byte) bool {
 // intent without a usable recipient is recorded as skipped, with the
 // reason, and gets no job (created is still true): never silently lost.
 //
-// Inside a River worker pass river.ClientFromContext[pgx.Tx](ctx) as rc;
-// elsewhere the client's River field.
+// rc inserts the job: nil inside a River worker (the client working ctx's
+// job, river.ClientFromContext), else a Client's River field.
 //
 // It fails with ErrInvalidEmail.
 func EnqueueEmailTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e Email) (created bool, err error) {
@@ -211,7 +211,9 @@ func EnqueueEmailTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e 
 		return true, nil
 	}
 	if rc == nil {
-		return false, fmt.Errorf("enqueue send_email %s %s: no River client", e.Kind, e.ObjectID)
+		if rc, err = river.ClientFromContextSafely[pgx.Tx](ctx); err != nil {
+			return false, fmt.Errorf("enqueue send_email %s %s: no River client given and none in the context: %w", e.Kind, e.ObjectID, err)
+		}
 	}
 	if _, err := rc.InsertTx(ctx, tx, SendEmailArgs{OutboxID: id}, nil); err != nil {
 		return false, fmt.Errorf("enqueue send_email %s %s: %w", e.Kind, e.ObjectID, err)

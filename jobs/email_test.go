@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/internal/mailpit"
@@ -31,8 +33,20 @@ type emailBundle struct {
 // started: call start once the scenario's transactions are in place.
 func setupEmail(t *testing.T, smtpURL string) *emailBundle {
 	t.Helper()
+	return setupEmailWith(t, smtpURL, nil)
+}
+
+// setupEmailWith also registers extra workers, given the bundle's pool.
+func setupEmailWith(t *testing.T, smtpURL string, register func(*pgxpool.Pool, *river.Workers)) *emailBundle {
+	t.Helper()
 	b := &emailBundle{pool: testdb.New(t), logs: &lockedBuffer{}}
 	client, err := jobs.NewClient(b.pool, jobs.Config{
+		Register: func(ws *river.Workers) []*river.PeriodicJob {
+			if register != nil {
+				register(b.pool, ws)
+			}
+			return nil
+		},
 		Logger:            slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		FetchCooldown:     10 * time.Millisecond,
 		FetchPollInterval: 50 * time.Millisecond,
@@ -71,8 +85,10 @@ func (b *emailBundle) waitStatus(t *testing.T, kind jobs.EmailKind, objectID str
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		r, err := jobs.GetEmail(context.Background(), b.pool, kind, objectID)
-		require.NoError(t, err)
-		if r.Status == want {
+		if !errors.Is(err, jobs.ErrEmailNotFound) { // not yet recorded: keep waiting
+			require.NoError(t, err)
+		}
+		if err == nil && r.Status == want {
 			return r
 		}
 		if time.Now().After(deadline) {
@@ -580,4 +596,72 @@ func TestFormatAmount(t *testing.T) {
 	} {
 		require.Equal(t, c[2], jobs.FormatAmount(c[0], c[1]))
 	}
+}
+
+// emailingArgs stands for process_event in TestEnqueueEmailTxInsideAWorker.
+type emailingArgs struct {
+	PaymentID string `json:"payment_id"`
+}
+
+func (emailingArgs) Kind() string { return "test_emailing" }
+
+// emailingWorker records a receipt the way process_event does: in its own
+// transaction, with the River client taken from the worker's context.
+type emailingWorker struct {
+	river.WorkerDefaults[emailingArgs]
+	pool *pgxpool.Pool
+}
+
+func (w *emailingWorker) Work(ctx context.Context, job *river.Job[emailingArgs]) error {
+	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		_, err := jobs.EnqueueEmailTx(ctx, tx, nil, receipt(job.Args.PaymentID, "a@example.com"))
+		return err
+	})
+}
+
+func TestEnqueueEmailTxInsideAWorker(t *testing.T) {
+	t.Parallel()
+	mp := mailpit.Start(t)
+	b := setupEmailWith(t, mp.SMTPURL(), func(pool *pgxpool.Pool, ws *river.Workers) {
+		river.AddWorker(ws, &emailingWorker{pool: pool})
+	})
+	ctx := context.Background()
+
+	// Outside a worker there is no client to fall back on.
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := jobs.EnqueueEmailTx(ctx, tx, nil, receipt("pi_norc", "a@example.com"))
+		return err
+	})
+	require.ErrorContains(t, err, "no River client")
+	require.Zero(t, b.outboxCount(t))
+
+	for range 3 {
+		_, err := b.client.River.Insert(ctx, emailingArgs{PaymentID: "pi_worker"}, nil)
+		require.NoError(t, err)
+	}
+	b.start(t)
+	b.waitStatus(t, jobs.EmailPaymentReceipt, "pi_worker", jobs.EmailSent)
+	b.waitJobStates(t, "completed")
+	require.Len(t, mp.Messages(t), 1)
+}
+
+// TestEmailOutOfAttemptsFails: transient errors until the last attempt
+// leave the row failed (with the error), not pending forever.
+func TestEmailOutOfAttemptsFails(t *testing.T) {
+	t.Parallel()
+	b := setupEmail(t, fmt.Sprintf("smtp://127.0.0.1:%d", mailpit.FreePort(t)))
+	require.True(t, b.enqueue(t, receipt("pi_exhausted", "a@example.com")))
+	var maxAttempts int
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`SELECT max_attempts FROM river_job WHERE kind = 'send_email'`).Scan(&maxAttempts))
+	require.Equal(t, jobs.EmailMaxAttempts, maxAttempts)
+	_, err := b.pool.Exec(context.Background(), `UPDATE river_job SET max_attempts = 2 WHERE kind = 'send_email'`)
+	require.NoError(t, err)
+	b.start(t)
+
+	r := b.waitStatus(t, jobs.EmailPaymentReceipt, "pi_exhausted", jobs.EmailFailed)
+	b.waitJobStates(t, "discarded")
+	require.Equal(t, 2, r.Attempts)
+	require.Contains(t, r.Error, "refused")
+	require.Contains(t, b.logs.String(), "email failed: out of attempts")
 }
