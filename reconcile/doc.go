@@ -1,0 +1,43 @@
+// Package reconcile owns the daily reconciliation: it compares one UTC day
+// of the provider's balance transactions with the ledger, recovers the
+// provider's events that never reached the inbox, posts the provider fees the
+// ledger lacks, and keeps every run and its items, append-only, for finance
+// (JSON and CSV reports).
+//
+// It must never post to the ledger except through package ledger (fees are
+// ledger.NewFee transactions keyed by the balance transaction id, so posting
+// is idempotent across re-runs), never know HTTP, and never apply an event
+// itself: recovered events go through the normal ingest path (an Ingester,
+// the same inbox insert + process_event job the webhook handler commits).
+//
+// # Why it looks like this
+//
+// Stripe delivers webhooks at least once, but "at least once" has holes: an
+// endpoint that was down for longer than Stripe retries, an event Stripe
+// never created, a fee that no webhook ever reports, a bug that posted the
+// wrong amount. The provider's balance transactions are the record of what
+// actually moved in the provider balance, so each one is matched by an exact
+// key to the ledger transaction the worker derives for the same movement:
+//
+//	balance transaction (type / reporting_category)   ledger ref
+//	charge (charge, payment)                          stripe:charge:<source>:capture
+//	refund (refund, payment_refund)                   stripe:refund:<source>
+//	refund_failure                                    stripe:refund:<source>:reversal
+//	dispute (adjustment)                              stripe:dispute:<source>:withdrawal
+//	dispute_reversal (adjustment)                     stripe:dispute:<source>:reinstatement
+//	payout                                            stripe:payout:<source>
+//	payout_reversal (payout_failure)                  stripe:payout:<source>:reversal
+//	fee (stripe_fee), and the fee of any of the above stripe:fee:<balance transaction id>
+//
+// The ledger is looked up by ref wherever it dated the movement (a capture
+// posted at 23:59:59 from the charge's creation time can be on the provider's
+// next day). Ledger transactions of the day that no provider record of the
+// day claimed are checked against the provider by their source object before
+// they are reported missing_at_provider: a record the provider booked on
+// another day (a manual capture days after the authorization) is a timing
+// difference, listed in the report and matched by that day's run, not an
+// item of this one.
+//
+// Amounts are decimals in the currency's major unit, converted from the
+// provider's minor units with ledger.FromMinor; no floats.
+package reconcile

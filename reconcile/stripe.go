@@ -1,0 +1,216 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/stripe/stripe-go/v79"
+	"github.com/stripe/stripe-go/v79/client"
+)
+
+// StripeConfig configures the Stripe provider.
+type StripeConfig struct {
+	// APIKey is the secret key (PAYGATE_STRIPE_API_KEY). Required.
+	APIKey string
+	// URL is the API base without /v1 (PAYGATE_STRIPE_API_URL);
+	// https://api.stripe.com when empty. stripe-go adds the paths.
+	URL string
+	// PageSize is the list page size, 1–100; 100 when zero.
+	PageSize int64
+	// HTTPClient is used for every call; stripe-go's default when nil.
+	HTTPClient *http.Client
+	// MaxNetworkRetries is stripe-go's retry count for failed requests
+	// (it retries with Stripe's idempotency and backoff rules); 2 when nil.
+	MaxNetworkRetries *int64
+	// Progress, when set, is told after each page how many records of a
+	// list have been read, for long runs.
+	Progress func(msg string)
+}
+
+// ErrNoAPIKey: the provider cannot be called without a key.
+var ErrNoAPIKey = errors.New("PAYGATE_STRIPE_API_KEY is not set")
+
+// Stripe reads Stripe's API with stripe-go: balance transactions and events
+// with auto-pagination.
+type Stripe struct {
+	api      *client.API
+	pageSize int64
+	progress func(string)
+}
+
+var _ Provider = (*Stripe)(nil)
+
+// NewStripe returns the Stripe provider. It fails with ErrNoAPIKey.
+func NewStripe(cfg StripeConfig) (*Stripe, error) {
+	if strings.TrimSpace(cfg.APIKey) == "" {
+		return nil, ErrNoAPIKey
+	}
+	url := strings.TrimRight(cfg.URL, "/")
+	if url == "" {
+		url = stripe.APIURL
+	}
+	bc := &stripe.BackendConfig{
+		URL:               stripe.String(url),
+		HTTPClient:        cfg.HTTPClient,
+		MaxNetworkRetries: cfg.MaxNetworkRetries,
+		// stripe-go logs request failures itself; the run reports them.
+		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},
+	}
+	backends := &stripe.Backends{
+		API:     stripe.GetBackendWithConfig(stripe.APIBackend, bc),
+		Connect: stripe.GetBackendWithConfig(stripe.ConnectBackend, bc),
+		Uploads: stripe.GetBackendWithConfig(stripe.UploadsBackend, bc),
+	}
+	size := cfg.PageSize
+	if size <= 0 || size > 100 {
+		size = 100
+	}
+	progress := cfg.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	return &Stripe{api: client.New(cfg.APIKey, backends), pageSize: size, progress: progress}, nil
+}
+
+func (s *Stripe) listParams(ctx context.Context) stripe.ListParams {
+	return stripe.ListParams{Context: ctx, Limit: stripe.Int64(s.pageSize)}
+}
+
+func dayRange(from, to time.Time) *stripe.RangeQueryParams {
+	return &stripe.RangeQueryParams{GreaterThanOrEqual: from.Unix(), LesserThan: to.Unix()}
+}
+
+func providerErr(what string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrProvider, what, err)
+}
+
+// BalanceTransactions implements Provider.
+func (s *Stripe) BalanceTransactions(ctx context.Context, from, to time.Time) ([]BalanceTransaction, error) {
+	params := &stripe.BalanceTransactionListParams{ListParams: s.listParams(ctx), CreatedRange: dayRange(from, to)}
+	return s.listBalanceTransactions(params, "balance transactions")
+}
+
+// BalanceTransactionsBySource implements Provider.
+func (s *Stripe) BalanceTransactionsBySource(ctx context.Context, sourceID string) ([]BalanceTransaction, error) {
+	params := &stripe.BalanceTransactionListParams{ListParams: s.listParams(ctx), Source: stripe.String(sourceID)}
+	return s.listBalanceTransactions(params, "")
+}
+
+// PayoutTransactions implements Provider.
+func (s *Stripe) PayoutTransactions(ctx context.Context, payoutID string) ([]BalanceTransaction, error) {
+	params := &stripe.BalanceTransactionListParams{ListParams: s.listParams(ctx), Payout: stripe.String(payoutID)}
+	return s.listBalanceTransactions(params, "")
+}
+
+func (s *Stripe) listBalanceTransactions(params *stripe.BalanceTransactionListParams, what string) ([]BalanceTransaction, error) {
+	it := s.api.BalanceTransactions.List(params)
+	out := []BalanceTransaction{}
+	for it.Next() {
+		out = append(out, fromStripe(it.BalanceTransaction()))
+		if what != "" && len(out)%int(s.pageSize) == 0 {
+			s.progress(fmt.Sprintf("listed %d %s", len(out), what))
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, providerErr("list balance transactions", err)
+	}
+	return out, nil
+}
+
+// BalanceTransaction implements Provider.
+func (s *Stripe) BalanceTransaction(ctx context.Context, id string) (BalanceTransaction, bool, error) {
+	params := &stripe.BalanceTransactionParams{}
+	params.Context = ctx
+	bt, err := s.api.BalanceTransactions.Get(id, params)
+	var se *stripe.Error
+	if errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound {
+		return BalanceTransaction{}, false, nil
+	}
+	if err != nil {
+		return BalanceTransaction{}, false, providerErr("get balance transaction "+id, err)
+	}
+	return fromStripe(bt), true, nil
+}
+
+func fromStripe(bt *stripe.BalanceTransaction) BalanceTransaction {
+	out := BalanceTransaction{
+		ID:                bt.ID,
+		Type:              string(bt.Type),
+		ReportingCategory: string(bt.ReportingCategory),
+		Currency:          strings.ToLower(string(bt.Currency)),
+		Amount:            bt.Amount,
+		Fee:               bt.Fee,
+		Net:               bt.Net,
+		Created:           time.Unix(bt.Created, 0).UTC(),
+	}
+	if bt.Source != nil {
+		out.SourceID = bt.Source.ID
+	}
+	return out
+}
+
+// Events implements Provider. Each event's Payload is its JSON as it
+// appeared in the listed page (stripe-go keeps the page's raw body; list
+// items have no raw body of their own, and re-marshalling stripe-go's struct
+// would drop the fields it does not model).
+func (s *Stripe) Events(ctx context.Context, from, to time.Time) ([]Event, error) {
+	params := &stripe.EventListParams{ListParams: s.listParams(ctx), CreatedRange: dayRange(from, to)}
+	it := s.api.Events.List(params)
+	out := []Event{}
+	var (
+		page *stripe.EventList
+		raw  map[string]json.RawMessage
+	)
+	for it.Next() {
+		if l := it.EventList(); l != page {
+			page = l
+			var err error
+			if raw, err = rawItems(l); err != nil {
+				return nil, providerErr("list events", err)
+			}
+		}
+		ev := it.Event()
+		payload, ok := raw[ev.ID]
+		if !ok {
+			return nil, providerErr("list events", fmt.Errorf("event %s has no raw JSON in its page", ev.ID))
+		}
+		out = append(out, Event{ID: ev.ID, Type: string(ev.Type), Created: time.Unix(ev.Created, 0).UTC(), Payload: payload})
+		if len(out)%int(s.pageSize) == 0 {
+			s.progress(fmt.Sprintf("listed %d events", len(out)))
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, providerErr("list events", err)
+	}
+	return out, nil
+}
+
+// rawItems indexes a list page's data items by id, byte for byte as the page
+// carried them.
+func rawItems(l *stripe.EventList) (map[string]json.RawMessage, error) {
+	if l.LastResponse == nil || len(l.LastResponse.RawJSON) == 0 {
+		return nil, errors.New("list page without its raw body")
+	}
+	var page struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(l.LastResponse.RawJSON, &page); err != nil {
+		return nil, fmt.Errorf("decode list page: %w", err)
+	}
+	out := make(map[string]json.RawMessage, len(page.Data))
+	for _, item := range page.Data {
+		var head struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(item, &head); err != nil {
+			return nil, fmt.Errorf("decode list item: %w", err)
+		}
+		out[head.ID] = item
+	}
+	return out, nil
+}
