@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
@@ -180,6 +181,7 @@ func TestEmailIntentEnqueuedThreeTimesSendsOne(t *testing.T) {
 	require.Equal(t, "jenny@example.com", msgs[0].To[0].Address)
 	require.Equal(t, "receipts@paygate.example", msgs[0].From.Address)
 	require.Contains(t, b.logs.String(), "email sent")
+	require.GreaterOrEqual(t, emailsCounted(t, "payment_receipt", "sent"), 1.0)
 	require.NotContains(t, b.logs.String(), "jenny@example.com", "logs carry a redacted address only")
 }
 
@@ -329,6 +331,32 @@ func TestEmailPermanentRejection(t *testing.T) {
 	require.Contains(t, logs, "j…@example.com")
 	require.NotContains(t, logs, "jenny.rosen")
 	require.NotContains(t, logs, "360.00", "no body in the logs")
+	require.GreaterOrEqual(t, emailsCounted(t, "payment_receipt", "failed"), 1.0)
+}
+
+// emailsCounted reads paygate_emails_total{kind,status} (shared by every
+// test in the binary: assert lower bounds only).
+func emailsCounted(t *testing.T, kind, status string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(jobs.EmailCollector()))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "paygate_emails_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["kind"] == kind && labels["status"] == status {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // TestEmailNoRecipientIsSkipped: nothing to send to is recorded, with the
