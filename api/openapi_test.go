@@ -1,0 +1,220 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/webhook"
+)
+
+type openAPIDoc struct {
+	OpenAPI string                                `json:"openapi"`
+	Paths   map[string]map[string]json.RawMessage `json:"paths"`
+}
+
+type openAPIOperation struct {
+	Security   []map[string][]string `json:"security"`
+	Roles      []string              `json:"x-roles"`
+	Parameters []struct {
+		Ref  string `json:"$ref"`
+		Name string `json:"name"`
+		In   string `json:"in"`
+	} `json:"parameters"`
+	Responses map[string]json.RawMessage `json:"responses"`
+}
+
+var echoParam = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
+
+// notYetMounted lists contract routes whose handlers exist but whose issue
+// has not wired them into NewEcho yet. While one is unregistered its
+// documented operation is reported, not failed; once registered it is
+// checked like any other. Remove an entry when its route lands.
+var notYetMounted = map[string]string{
+	"POST /v1/reconciliation/runs":               "reconciliation issue",
+	"GET /v1/reconciliation/runs/{id}":           "reconciliation issue",
+	"GET /v1/reconciliation/runs/{id}/items.csv": "reconciliation issue",
+}
+
+// wiredEcho is the API as `paygate serve` builds it: NewEcho with River's
+// UI, plus the webhook routes.
+func wiredEcho(t *testing.T) *opsBundle {
+	t.Helper()
+	b := setupOps(t, func(c *api.Config) { c.RiverUI = true })
+	webhook.NewHandler(webhook.Config{
+		Ingester:      &webhook.TxIngester{Pool: b.pool, Enqueue: b.jobs},
+		StripeSecrets: []string{"whsec_openapi_test"},
+	}).Register(b.echo)
+	return b
+}
+
+func registeredRoutes(e *echo.Echo) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range e.Routes() {
+		if r.Method == echo.RouteNotFound || r.Path == "/riverui" || strings.HasPrefix(r.Path, "/riverui/") {
+			continue // group catch-alls and River UI's own routes
+		}
+		out[r.Method+" "+echoParam.ReplaceAllString(r.Path, "{$1}")] = true
+	}
+	return out
+}
+
+func documentedRoutes(t *testing.T, doc openAPIDoc) map[string]openAPIOperation {
+	t.Helper()
+	out := map[string]openAPIOperation{}
+	for path, item := range doc.Paths {
+		for method, raw := range item {
+			if method == "parameters" || method == "summary" || method == "description" {
+				continue
+			}
+			var op openAPIOperation
+			require.NoError(t, json.Unmarshal(raw, &op), "%s %s", method, path)
+			out[strings.ToUpper(method)+" "+path] = op
+		}
+	}
+	return out
+}
+
+func loadOpenAPI(t *testing.T, b *opsBundle) openAPIDoc {
+	t.Helper()
+	rec := b.do(t, http.MethodGet, "/openapi.json", "", "", "")
+	require.Equal(t, http.StatusOK, rec.Code, "served without authentication")
+	require.Equal(t, echo.MIMEApplicationJSON, rec.Header().Get(echo.HeaderContentType))
+	require.Equal(t, api.OpenAPI, rec.Body.Bytes())
+	var doc openAPIDoc
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &doc))
+	require.True(t, strings.HasPrefix(doc.OpenAPI, "3."), "an OpenAPI 3 document")
+	return doc
+}
+
+// TestOpenAPIDocumentsExactlyTheRegisteredRoutes fails when a route is
+// registered but not documented, or documented but not registered.
+func TestOpenAPIDocumentsExactlyTheRegisteredRoutes(t *testing.T) {
+	t.Parallel()
+	b := wiredEcho(t)
+	doc := loadOpenAPI(t, b)
+	registered := registeredRoutes(b.echo)
+	documented := documentedRoutes(t, doc)
+
+	var undocumented, unregistered []string
+	for r := range registered {
+		if _, ok := documented[r]; !ok {
+			undocumented = append(undocumented, r)
+		}
+	}
+	for r := range documented {
+		if registered[r] {
+			continue
+		}
+		if issue, ok := notYetMounted[r]; ok {
+			t.Logf("documented, not mounted yet (%s): %s", issue, r)
+			continue
+		}
+		unregistered = append(unregistered, r)
+	}
+	sort.Strings(undocumented)
+	sort.Strings(unregistered)
+	require.Empty(t, undocumented, "registered routes missing from api/openapi.json")
+	require.Empty(t, unregistered, "documented routes that no handler serves")
+	require.Contains(t, registered, "POST /v1/ops/events/stripe/{event_id}/replay", "the walk sees parameterised routes")
+}
+
+// TestOpenAPIDocumentIsConsistent: references resolve, path parameters are
+// declared, every /v1 operation names its roles and its 401/403, every POST
+// under /v1 requires an Idempotency-Key and documents 400/409/422; and the
+// roles documented are the roles the server enforces.
+func TestOpenAPIDocumentIsConsistent(t *testing.T) {
+	t.Parallel()
+	b := wiredEcho(t)
+	doc := loadOpenAPI(t, b)
+
+	var whole map[string]any
+	require.NoError(t, json.Unmarshal(api.OpenAPI, &whole))
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ref, ok := v["$ref"].(string); ok {
+				require.True(t, strings.HasPrefix(ref, "#/"), ref)
+				var cur any = whole
+				for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+					m, ok := cur.(map[string]any)
+					require.True(t, ok, "unresolvable $ref %s", ref)
+					cur, ok = m[part]
+					require.True(t, ok, "unresolvable $ref %s", ref)
+				}
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(whole)
+
+	tokens := map[string]string{"ops": opsTok, "finance": financeTok}
+	registered := registeredRoutes(b.echo)
+	for route, op := range documentedRoutes(t, doc) {
+		method, path, _ := strings.Cut(route, " ")
+		require.NotEmpty(t, op.Responses, route)
+		declared := map[string]bool{}
+		for _, p := range op.Parameters {
+			name := p.Name
+			if p.Ref != "" {
+				name = map[string]string{
+					"#/components/parameters/EventID":        "event_id",
+					"#/components/parameters/PaymentID":      "payment_id",
+					"#/components/parameters/RunID":          "id",
+					"#/components/parameters/IdempotencyKey": "Idempotency-Key",
+				}[p.Ref]
+			}
+			declared[name] = true
+		}
+		for _, m := range regexp.MustCompile(`\{([^}]+)\}`).FindAllStringSubmatch(path, -1) {
+			require.True(t, declared[m[1]], "%s: path parameter %s is not declared", route, m[1])
+		}
+		if !strings.HasPrefix(path, "/v1/") {
+			require.NotNil(t, op.Security, "%s: public routes say so (security: [])", route)
+			require.Empty(t, op.Security, route)
+			continue
+		}
+		require.NotEmpty(t, op.Roles, "%s: x-roles", route)
+		require.Contains(t, op.Responses, "401", route)
+		require.Contains(t, op.Responses, "403", route)
+		if method == http.MethodPost {
+			require.True(t, declared["Idempotency-Key"], "%s: Idempotency-Key", route)
+			for _, code := range []string{"400", "409", "422"} {
+				require.Contains(t, op.Responses, code, route)
+			}
+		}
+		if !registered[route] {
+			continue
+		}
+		// The documented roles are the enforced ones.
+		concrete := regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(path, "doc_check")
+		for role, token := range tokens {
+			key := ""
+			if method == http.MethodPost {
+				key = fmt.Sprintf("openapi-%s-%s", role, path)
+			}
+			rec := b.do(t, method, concrete, token, key, "")
+			if slices.Contains(op.Roles, role) {
+				require.NotContains(t, []int{401, 403}, rec.Code, "%s as %s: %s", route, role, rec.Body.String())
+			} else {
+				require.Equal(t, http.StatusForbidden, rec.Code, "%s as %s", route, role)
+			}
+		}
+	}
+}
