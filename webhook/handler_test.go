@@ -158,42 +158,50 @@ func TestStripeWebhookWithoutSecretsAnswers503(t *testing.T) {
 }
 
 // TestConcurrentCopiesMakeOneEffect: twenty copies of one event racing in
-// the same instant make one inbox row, one job and one duplicate:false.
+// the same instant make one inbox row, one job and one duplicate:false, with
+// either ingester (the batching one puts most copies in one batch).
 func TestConcurrentCopiesMakeOneEffect(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
-	body := eventBody("evt_race")
-	header := sign(t, body, secretA, time.Now())
+	for name, ingester := range ingesters() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, func(pool *pgxpool.Pool, jc *jobs.Client) webhook.Ingester {
+				return ingester(t, pool, jc)
+			})
+			body := eventBody("evt_race")
+			header := sign(t, body, secretA, time.Now())
 
-	const copies = 20
-	var (
-		wg    sync.WaitGroup
-		start = make(chan struct{})
-		mu    sync.Mutex
-		fresh int
-	)
-	for range copies {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			rec := b.post(t, body, header)
-			if rec.Code != http.StatusOK {
-				t.Errorf("status %d: %s", rec.Code, rec.Body.String())
-				return
+			const copies = 20
+			var (
+				wg    sync.WaitGroup
+				start = make(chan struct{})
+				mu    sync.Mutex
+				fresh int
+			)
+			for range copies {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					rec := b.post(t, body, header)
+					if rec.Code != http.StatusOK {
+						t.Errorf("status %d: %s", rec.Code, rec.Body.String())
+						return
+					}
+					if !decode(t, rec).Duplicate {
+						mu.Lock()
+						fresh++
+						mu.Unlock()
+					}
+				}()
 			}
-			if !decode(t, rec).Duplicate {
-				mu.Lock()
-				fresh++
-				mu.Unlock()
-			}
-		}()
+			close(start)
+			wg.Wait()
+			require.Equal(t, 1, fresh, "exactly one copy is new")
+			require.Equal(t, 1, b.count(t, `SELECT count(*) FROM inbox_events`))
+			require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'process_event'`))
+		})
 	}
-	close(start)
-	wg.Wait()
-	require.Equal(t, 1, fresh, "exactly one copy is new")
-	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM inbox_events`))
-	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'process_event'`))
 }
 
 // failingEnqueuer inserts nothing and fails, after the inbox row was written
@@ -212,18 +220,23 @@ func (failingEnqueuer) InsertProcessEventsTx(context.Context, pgx.Tx, string, []
 
 // TestDurableBeforeAcknowledged: when the transaction fails, the provider
 // gets no 2xx and the inbox has no row, so its retry is not mistaken for a
-// duplicate.
+// duplicate; with either ingester.
 func TestDurableBeforeAcknowledged(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(pool *pgxpool.Pool, _ *jobs.Client) webhook.Ingester {
-		return &webhook.TxIngester{Pool: pool, Enqueue: failingEnqueuer{}}
-	})
-	body := eventBody("evt_durable")
-	rec := b.post(t, body, sign(t, body, secretA, time.Now()))
-	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
-	require.NotEmpty(t, rec.Header().Get("Retry-After"))
-	require.Zero(t, b.count(t, `SELECT count(*) FROM inbox_events`))
-	require.Zero(t, b.count(t, `SELECT count(*) FROM river_job`))
+	for name, ingester := range ingesters() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, func(pool *pgxpool.Pool, _ *jobs.Client) webhook.Ingester {
+				return ingester(t, pool, failingEnqueuer{})
+			})
+			body := eventBody("evt_durable")
+			rec := b.post(t, body, sign(t, body, secretA, time.Now()))
+			require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+			require.NotEmpty(t, rec.Header().Get("Retry-After"))
+			require.Zero(t, b.count(t, `SELECT count(*) FROM inbox_events`))
+			require.Zero(t, b.count(t, `SELECT count(*) FROM river_job`))
+		})
+	}
 }
 
 func TestDatabaseDownAnswers503Quickly(t *testing.T) {

@@ -1,0 +1,323 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paygate/paygate/inbox"
+)
+
+// Defaults of BatchConfig.
+const (
+	DefaultBatchMaxEvents = 128
+	DefaultBatchMaxWait   = 2 * time.Millisecond
+	DefaultBatchFlushers  = 4
+)
+
+// BatchConfig configures a BatchIngester.
+type BatchConfig struct {
+	Pool    *pgxpool.Pool
+	Enqueue Enqueuer
+	// MaxEvents is the most events one transaction commits; default
+	// DefaultBatchMaxEvents.
+	MaxEvents int
+	// MaxWait is how long a batch waits for company after its first event
+	// before it is committed; default DefaultBatchMaxWait. A batch that
+	// fills up goes at once.
+	MaxWait time.Duration
+	// Flushers is how many batches may be committing at once, so that one
+	// slow commit does not hold back the events behind it; default
+	// DefaultBatchFlushers. While every flusher is busy the next batch keeps
+	// filling, so batches grow with the load.
+	Flushers int
+	// Timeout bounds one batch's transaction; default 5s, the handler's own
+	// bound.
+	Timeout    time.Duration
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer // nil: metrics are not registered
+}
+
+// BatchIngester commits concurrent events together: group commit. Events
+// arriving within MaxWait of each other share one transaction (one
+// multi-row inbox insert and one job insert for the new ones), so a commit's
+// fsync is paid once per batch instead of once per event.
+//
+// Every caller is answered only after its batch committed, with its own
+// result: new for the first copy of an event the inbox did not have,
+// duplicate for every other. A batch that fails fails every event in it,
+// after one more try of each event alone (see Ingest). It is safe for
+// concurrent use; Close stops it.
+type BatchIngester struct {
+	config   BatchConfig
+	mu       sync.RWMutex // guards closed against sends on a closed requests
+	closed   bool
+	requests chan *batchRequest
+	batches  chan []*batchRequest
+	done     sync.WaitGroup
+	sizes    prometheus.Histogram
+	commits  prometheus.Histogram
+}
+
+var _ Ingester = (*BatchIngester)(nil)
+
+type batchRequest struct {
+	ctx    context.Context // the caller's: a caller that gave up is left out of a batch not yet begun
+	event  Event
+	result chan batchResult // buffered: a flusher never waits for a caller
+}
+
+type batchResult struct {
+	duplicate bool
+	err       error
+}
+
+// NewBatchIngester starts a BatchIngester's collector and flushers.
+func NewBatchIngester(config BatchConfig) *BatchIngester {
+	if config.MaxEvents <= 0 {
+		config.MaxEvents = DefaultBatchMaxEvents
+	}
+	if config.MaxWait <= 0 {
+		config.MaxWait = DefaultBatchMaxWait
+	}
+	if config.Flushers <= 0 {
+		config.Flushers = DefaultBatchFlushers
+	}
+	if config.Timeout <= 0 {
+		config.Timeout = ingestTimeout
+	}
+	if config.Logger == nil {
+		config.Logger = slog.New(slog.DiscardHandler)
+	}
+	b := &BatchIngester{
+		config:   config,
+		requests: make(chan *batchRequest, config.MaxEvents*config.Flushers),
+		batches:  make(chan []*batchRequest),
+		sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "paygate_ingest_batch_events",
+			Help:    "Events committed per ingest transaction.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+		}),
+		commits: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "paygate_ingest_batch_seconds",
+			Help:    "Time to commit one batch of webhook events and their jobs.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+	}
+	if config.Registerer != nil {
+		config.Registerer.MustRegister(b.sizes, b.commits)
+	}
+	b.done.Add(1 + config.Flushers)
+	go b.collect()
+	for range config.Flushers {
+		go b.flushLoop()
+	}
+	return b
+}
+
+// Ingest implements Ingester: it queues e for the next batch and waits for
+// that batch's commit.
+//
+// It fails with an error wrapping ErrUnavailable when the batch could not
+// commit or the ingester is closed; nothing is then acknowledged. When ctx
+// ends while the batch is committing, Ingest returns at once with ctx's
+// error but the batch may still commit the event: that loses nothing and
+// doubles nothing, since the caller got no 2xx and the provider's retry
+// finds the event stored and is answered duplicate:true. A caller that gave
+// up before its batch began is left out of it.
+func (b *BatchIngester) Ingest(ctx context.Context, e Event) (duplicate bool, err error) {
+	r := &batchRequest{ctx: ctx, event: e, result: make(chan batchResult, 1)}
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return false, fmt.Errorf("%w: ingester closed", ErrUnavailable)
+	}
+	select {
+	case b.requests <- r:
+		b.mu.RUnlock()
+	case <-ctx.Done():
+		b.mu.RUnlock()
+		return false, unavailable(ctx.Err())
+	}
+	select {
+	case res := <-r.result:
+		return res.duplicate, res.err
+	case <-ctx.Done():
+		return false, unavailable(ctx.Err())
+	}
+}
+
+// Close stops taking events, commits those already queued and returns when
+// every batch has finished. Call it after the HTTP server stopped; later
+// Ingest calls fail with ErrUnavailable.
+func (b *BatchIngester) Close() error {
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		close(b.requests)
+	}
+	b.mu.Unlock()
+	b.done.Wait()
+	return nil
+}
+
+// collect forms batches: it starts one with the first waiting event, fills
+// it until it is full or MaxWait has passed, then hands it to a free
+// flusher, filling it further while none is free.
+func (b *BatchIngester) collect() {
+	defer b.done.Done()
+	defer close(b.batches)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		first, ok := <-b.requests
+		if !ok {
+			return
+		}
+		batch := make([]*batchRequest, 1, b.config.MaxEvents)
+		batch[0] = first
+		open := true
+		timer.Reset(b.config.MaxWait)
+	fill:
+		for len(batch) < b.config.MaxEvents {
+			select {
+			case r, ok := <-b.requests:
+				if !ok {
+					open = false
+					break fill
+				}
+				batch = append(batch, r)
+			case <-timer.C:
+				break fill
+			}
+		}
+		timer.Stop()
+	handoff:
+		for {
+			if !open || len(batch) >= b.config.MaxEvents {
+				b.batches <- batch
+				break
+			}
+			select {
+			case b.batches <- batch:
+				break handoff
+			case r, ok := <-b.requests:
+				if !ok {
+					open = false
+					continue
+				}
+				batch = append(batch, r)
+			}
+		}
+		if !open { // closed and drained: a closed channel yields what it holds first
+			return
+		}
+	}
+}
+
+func (b *BatchIngester) flushLoop() {
+	defer b.done.Done()
+	for batch := range b.batches {
+		b.flush(batch)
+	}
+}
+
+// flush commits one batch and answers each of its callers.
+func (b *BatchIngester) flush(batch []*batchRequest) {
+	live := batch[:0]
+	for _, r := range batch {
+		if r.ctx.Err() == nil {
+			live = append(live, r)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.config.Timeout)
+	defer cancel()
+	start := time.Now()
+	created, err := b.commit(ctx, live)
+	b.commits.Observe(time.Since(start).Seconds())
+	if err == nil {
+		b.sizes.Observe(float64(len(live)))
+		for i, r := range live {
+			r.result <- batchResult{duplicate: !created[i]}
+		}
+		return
+	}
+	if len(live) == 1 || ctx.Err() != nil {
+		b.fail(live, err)
+		return
+	}
+	// The database refused the batch as a whole. One event it can never
+	// store (a NUL in an id, say) would otherwise fail every neighbour on
+	// each of the provider's retries: try each event alone, in arrival
+	// order, so copies of one event still get one new and the rest
+	// duplicate.
+	b.config.Logger.Warn("ingest batch failed; committing its events one by one",
+		"events", len(live), "error", err.Error())
+	for _, r := range live {
+		created, err := b.commit(ctx, []*batchRequest{r})
+		if err != nil {
+			b.fail([]*batchRequest{r}, err)
+			continue
+		}
+		b.sizes.Observe(1)
+		r.result <- batchResult{duplicate: !created[0]}
+	}
+}
+
+// fail answers every request of a batch that did not commit. The batch's
+// context is its own, never a caller's, so even a cancellation is the
+// database not answering in time: ErrUnavailable.
+func (b *BatchIngester) fail(reqs []*batchRequest, err error) {
+	err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	for _, r := range reqs {
+		r.result <- batchResult{err: err}
+	}
+}
+
+// commit stores reqs' events with one multi-row insert, and the jobs of the
+// new ones with one insert per provider, in one transaction. created[i]
+// reports whether reqs[i] is the first copy of an event the inbox did not
+// have.
+func (b *BatchIngester) commit(ctx context.Context, reqs []*batchRequest) (created []bool, err error) {
+	events := make([]inbox.Event, len(reqs))
+	for i, r := range reqs {
+		events[i] = toInbox(r.event)
+	}
+	err = pgx.BeginFunc(ctx, b.config.Pool, func(tx pgx.Tx) error {
+		var err error
+		if created, err = inbox.InsertManyTx(ctx, tx, events); err != nil {
+			return err
+		}
+		fresh := map[string][]string{}
+		for i, c := range created {
+			if c {
+				fresh[events[i].Provider] = append(fresh[events[i].Provider], events[i].EventID)
+			}
+		}
+		providers := make([]string, 0, len(fresh))
+		for p := range fresh {
+			providers = append(providers, p)
+		}
+		sort.Strings(providers)
+		for _, p := range providers {
+			if err := b.config.Enqueue.InsertProcessEventsTx(ctx, tx, p, fresh[p]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return created, nil
+}
