@@ -18,6 +18,7 @@ func (s *Server) routes(v1 *echo.Group) {
 	v1.GET("/payments/:payment_id", s.getPayment, anyRole)
 	v1.GET("/payments/:payment_id/ledger", s.getPaymentLedger, anyRole)
 	v1.GET("/ledger/trial-balance", s.trialBalance, anyRole)
+	s.reconciliationRoutes(v1)
 }
 
 // problemForDomain maps the errors of the ledger and the other domain

@@ -36,10 +36,16 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	jobClient, err := jobs.NewClient(pool, jobs.Config{
+	var jobClient *jobs.Client
+	reconcileHook, err := reconcileWorkers(cfg, pool, logger, func() *jobs.Client { return jobClient })
+	if err != nil {
+		return err
+	}
+	jobClient, err = jobs.NewClient(pool, jobs.Config{
 		Logger:             logger,
 		ProcessMaxAttempts: cfg.ProcessMaxAttempts,
 		Email:              jobs.EmailConfig{SMTPURL: cfg.SMTPURL, From: cfg.EmailFrom, OpsEmail: cfg.OpsEmail},
+		Register:           reconcileHook,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,199 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/paygate/paygate/reconcile"
+)
+
+// reconciliationRoutes mounts finance's reconciliation routes.
+func (s *Server) reconciliationRoutes(v1 *echo.Group) {
+	finance := requireRole(RoleFinance)
+	s.post(v1, "/reconciliation/runs", s.createReconciliationRun, RoleFinance)
+	v1.GET("/reconciliation/runs/:id", s.getReconciliationRun, finance)
+	v1.GET("/reconciliation/runs/:id/items.csv", s.getReconciliationItemsCSV, finance)
+}
+
+// RunView is the answer to a run request.
+type RunView struct {
+	ID     int64  `json:"id"`
+	Date   string `json:"date"`
+	Status string `json:"status"`
+}
+
+// RunReportView is a run with its report and items.
+type RunReportView struct {
+	ID                int64                        `json:"id"`
+	Date              string                       `json:"date"`
+	Status            string                       `json:"status"`
+	Trigger           string                       `json:"trigger"`
+	RequestedBy       string                       `json:"requested_by"`
+	StartedAt         time.Time                    `json:"started_at"`
+	FinishedAt        *time.Time                   `json:"finished_at"`
+	Error             *string                      `json:"error"`
+	Counts            reconcile.Counts             `json:"counts"`
+	Summary           map[reconcile.Status]int     `json:"summary"`
+	Currencies        []reconcile.CurrencyTotals   `json:"currencies"`
+	Payouts           []reconcile.PayoutSettlement `json:"payouts"`
+	RecoveredEvents   int                          `json:"recovered_events"`
+	Recovery          reconcile.Recovery           `json:"recovery"`
+	TimingDifferences []reconcile.TimingDifference `json:"timing_differences"`
+	Items             []ItemView                   `json:"items"`
+}
+
+// ItemView is one item; absent values are null.
+type ItemView struct {
+	Status         reconcile.Status `json:"status"`
+	ProviderTxnID  *string          `json:"provider_txn_id"`
+	SourceID       *string          `json:"source_id"`
+	Ref            *string          `json:"ref"`
+	Type           string           `json:"type"`
+	Currency       string           `json:"currency"`
+	ProviderAmount *string          `json:"provider_amount"`
+	ProviderFee    *string          `json:"provider_fee"`
+	LedgerAmount   *string          `json:"ledger_amount"`
+}
+
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func itemView(it reconcile.Item) ItemView {
+	rec := it.Record() // the CSV's cells: the same values, the same formatting
+	return ItemView{
+		Status: it.Status, ProviderTxnID: orNull(rec[1]), SourceID: orNull(rec[2]), Ref: orNull(rec[3]),
+		Type: rec[4], Currency: rec[5],
+		ProviderAmount: orNull(rec[6]), ProviderFee: orNull(rec[7]), LedgerAmount: orNull(rec[8]),
+	}
+}
+
+func runReportView(run reconcile.Run, items []reconcile.Item) RunReportView {
+	v := RunReportView{
+		ID: run.ID, Date: run.Date.Format(reconcile.DateLayout), Status: string(run.Status),
+		Trigger: string(run.Trigger), RequestedBy: run.RequestedBy,
+		StartedAt: run.StartedAt, FinishedAt: run.FinishedAt, Error: orNull(run.Error),
+		Summary:           map[reconcile.Status]int{},
+		Currencies:        []reconcile.CurrencyTotals{},
+		Payouts:           []reconcile.PayoutSettlement{},
+		Recovery:          reconcile.Recovery{EventIDs: []string{}},
+		TimingDifferences: []reconcile.TimingDifference{},
+		Items:             make([]ItemView, 0, len(items)),
+	}
+	for _, st := range reconcile.Statuses {
+		v.Summary[st] = 0
+	}
+	if r := run.Report; r != nil {
+		for st, n := range r.Summary {
+			v.Summary[st] = n
+		}
+		v.Counts = r.Counts
+		v.RecoveredEvents = r.Recovery.Recovered
+		v.Recovery = r.Recovery
+		if r.Currencies != nil {
+			v.Currencies = r.Currencies
+		}
+		if r.Payouts != nil {
+			v.Payouts = r.Payouts
+		}
+		if r.TimingDifferences != nil {
+			v.TimingDifferences = r.TimingDifferences
+		}
+		if v.Recovery.EventIDs == nil {
+			v.Recovery.EventIDs = []string{}
+		}
+	}
+	for _, it := range items {
+		v.Items = append(v.Items, itemView(it))
+	}
+	return v
+}
+
+func (s *Server) createReconciliationRun(c echo.Context) error {
+	var body struct {
+		Date *string `json:"date"`
+	}
+	dec := json.NewDecoder(c.Request().Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return fmt.Errorf(`%w: the body must be {"date":"YYYY-MM-DD"}`, ErrBadRequest)
+	}
+	if body.Date == nil {
+		return fmt.Errorf(`%w: "date" is required (YYYY-MM-DD)`, ErrBadRequest)
+	}
+	day, err := reconcile.ParseDate(*body.Date, time.Now())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	ctx := c.Request().Context()
+	// The run row and its job commit together (with the idempotency key's
+	// stored answer): never a run that nobody will perform, or the reverse.
+	tx, err := TxFrom(c)
+	if err != nil {
+		return err
+	}
+	run, err := reconcile.CreateRunTx(ctx, tx, day, reconcile.TriggerAPI, callerOf(c).Identity)
+	if err != nil {
+		return err
+	}
+	if err := s.config.Jobs.InsertReconcileTx(ctx, tx, run); err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, fmt.Sprintf("/v1/reconciliation/runs/%d", run.ID))
+	return writeJSON(c, http.StatusAccepted, RunView{ID: run.ID, Date: run.Date.Format(reconcile.DateLayout), Status: string(run.Status)})
+}
+
+// loadRun reads the run named in the path, answering 404 itself when there
+// is none (found false).
+func (s *Server) loadRun(c echo.Context) (run reconcile.Run, found bool, err error) {
+	id, perr := strconv.ParseInt(c.Param("id"), 10, 64)
+	if perr == nil && id > 0 {
+		run, err = reconcile.GetRun(c.Request().Context(), s.config.Pool, id)
+	}
+	if perr != nil || id <= 0 || errors.Is(err, reconcile.ErrRunNotFound) {
+		return run, false, writeProblem(c, Problem{Type: docs + "#reconciliation", Title: "Not found",
+			Status: http.StatusNotFound, Detail: fmt.Sprintf("no reconciliation run has id %q", c.Param("id"))})
+	}
+	return run, err == nil, err
+}
+
+func (s *Server) getReconciliationRun(c echo.Context) error {
+	run, found, err := s.loadRun(c)
+	if !found || err != nil {
+		return err
+	}
+	items, err := reconcile.Items(c.Request().Context(), s.config.Pool, run.ID)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, runReportView(run, items))
+}
+
+func (s *Server) getReconciliationItemsCSV(c echo.Context) error {
+	run, found, err := s.loadRun(c)
+	if !found || err != nil {
+		return err
+	}
+	items, err := reconcile.Items(c.Request().Context(), s.config.Pool, run.ID)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := reconcile.WriteCSV(&buf, items); err != nil {
+		return err
+	}
+	name := fmt.Sprintf("reconciliation-%s-run-%d.csv", run.Date.Format(reconcile.DateLayout), run.ID)
+	c.Response().Header().Set("Content-Disposition", `attachment; filename="`+strings.ReplaceAll(name, `"`, "")+`"`)
+	return c.Blob(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
+}

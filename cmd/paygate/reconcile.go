@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/migrations"
+	"github.com/paygate/paygate/reconcile"
+	"github.com/paygate/paygate/webhook"
+)
+
+func init() { extraCommands["reconcile"] = cmdReconcile }
+
+// progressOut receives the reconcile command's progress lines.
+var progressOut io.Writer = os.Stderr
+
+// cmdReconcile runs one day's reconciliation synchronously and prints its
+// summary. It exits 0 when the run completed, mismatches or not (they are
+// printed), and non-zero when it could not run.
+func cmdReconcile(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	date := fs.String("date", "", "the UTC day to reconcile, YYYY-MM-DD")
+	if err := fs.Parse(args); err != nil {
+		return usageError{fmt.Sprintf("reconcile: %v", err)}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("reconcile: unexpected argument %q", fs.Arg(0))}
+	}
+	if *date == "" {
+		return usageError{"reconcile: --date YYYY-MM-DD is required"}
+	}
+	day, err := reconcile.ParseDate(*date, time.Now())
+	if err != nil {
+		return usageError{fmt.Sprintf("reconcile: --date: %v", err)}
+	}
+	provider, err := stripeProvider(cfg, func(msg string) { fmt.Fprintln(progressOut, msg) })
+	if err != nil {
+		return fmt.Errorf("reconcile: %w (the provider's balance transactions are read with it)", err)
+	}
+
+	pool, err := openPool(ctx, cfg, 10)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	migrated, err := migrations.Applied(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("check migrations (is the database up?): %w", err)
+	}
+	if !migrated {
+		return errors.New("the database is not migrated: run `paygate migrate` first")
+	}
+
+	// Recovered events are committed with their jobs like webhooks; this
+	// process works the events queue while it runs, so that their postings
+	// count in this run even when no server is up.
+	inserter, err := jobs.NewClient(pool, jobs.Config{Logger: logger, ProcessMaxAttempts: cfg.ProcessMaxAttempts, InsertOnly: true})
+	if err != nil {
+		return err
+	}
+	applier, err := jobs.NewEventApplier(pool, logger)
+	if err != nil {
+		return err
+	}
+	if err := applier.Start(ctx); err != nil {
+		return fmt.Errorf("start event workers: %w", err)
+	}
+	defer stopApplier(applier, logger)
+
+	runner := reconcile.New(reconcile.Config{
+		Pool:     pool,
+		Provider: provider,
+		Ingester: stripeIngester(pool, func() webhook.Enqueuer { return inserter }),
+		Logger:   logger,
+		Progress: func(msg string) { fmt.Fprintln(progressOut, msg) },
+	})
+	run, runErr := runner.RunDay(ctx, day, reconcile.TriggerCLI, "cli")
+	if run.ID != 0 {
+		items, err := reconcile.Items(context.WithoutCancel(ctx), pool, run.ID)
+		if err != nil {
+			return err
+		}
+		if err := reconcile.WriteText(stdout, run, items); err != nil {
+			return err
+		}
+	}
+	if runErr != nil {
+		return fmt.Errorf("reconcile %s: %w", day.Format(reconcile.DateLayout), runErr)
+	}
+	return nil
+}
+
+func stopApplier(c *river.Client[pgx.Tx], logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Stop(ctx); err != nil {
+		logger.Warn("stop event workers", "error", err.Error())
+	}
+}
+
+// stripeProvider is the Stripe provider from PAYGATE_STRIPE_API_KEY and
+// PAYGATE_STRIPE_API_URL. It fails with reconcile.ErrNoAPIKey.
+func stripeProvider(cfg config, progress func(string)) (*reconcile.Stripe, error) {
+	return reconcile.NewStripe(reconcile.StripeConfig{APIKey: cfg.StripeAPIKey, URL: cfg.StripeAPIURL, Progress: progress})
+}
+
+// stripeIngester feeds recovered events through the webhook's ingest path:
+// the same decoding, and the inbox insert with its process_event job in one
+// transaction. enqueue is called at ingest time, so that the server can
+// build its River client after the worker that needs this ingester.
+func stripeIngester(pool *pgxpool.Pool, enqueue func() webhook.Enqueuer) reconcile.Ingester {
+	return reconcile.IngesterFunc(func(ctx context.Context, payload []byte) (bool, error) {
+		ev, err := webhook.DecodeStripeEvent(payload)
+		if err != nil {
+			return false, err
+		}
+		in := &webhook.TxIngester{Pool: pool, Enqueue: enqueue()}
+		return in.Ingest(ctx, ev)
+	})
+}
+
+// reconcileWorkers builds the serve command's reconcile worker and, from
+// PAYGATE_RECONCILE_AT, its daily periodic job, as a jobs.Config.Register
+// hook. Without PAYGATE_STRIPE_API_KEY the server still starts: the daily
+// job is left out and requested runs fail with the reason.
+func reconcileWorkers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, jobClient func() *jobs.Client) (func(*river.Workers) []*river.PeriodicJob, error) {
+	schedule, err := jobs.ParseCron(cfg.ReconcileAt)
+	if err != nil {
+		return nil, fmt.Errorf("PAYGATE_RECONCILE_AT: %w", err)
+	}
+	var provider reconcile.Provider
+	if p, err := stripeProvider(cfg, nil); err != nil {
+		logger.Warn("PAYGATE_STRIPE_API_KEY is empty: no daily reconciliation, and requested runs fail")
+		provider, schedule = reconcile.Unavailable(err), nil
+	} else {
+		provider = p
+	}
+	runner := reconcile.New(reconcile.Config{
+		Pool:     pool,
+		Provider: provider,
+		Ingester: stripeIngester(pool, func() webhook.Enqueuer { return jobClient() }),
+		Logger:   logger,
+	})
+	return jobs.RegisterReconcile(runner, schedule, logger), nil
+}

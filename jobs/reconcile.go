@@ -1,0 +1,181 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/paygate/paygate/reconcile"
+)
+
+// ReconcileArgs asks for one day's reconciliation. An on-demand run (the
+// API) carries the id of the run row inserted with the job; the daily
+// scheduled run carries only its date and creates its run, once per day.
+type ReconcileArgs struct {
+	Date      string `json:"date"`
+	RunID     int64  `json:"run_id,omitempty"`
+	Scheduled bool   `json:"scheduled,omitempty"`
+}
+
+// Kind is stored in the database: never change it.
+func (ReconcileArgs) Kind() string { return "reconcile" }
+
+// ReconcileMaxAttempts is how often a run is tried before it is failed;
+// provider outages are the usual cause, so retries are spread by River's
+// backoff.
+const ReconcileMaxAttempts = 5
+
+// InsertOpts puts runs on the maintenance queue, away from the events.
+func (ReconcileArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: ReconcileMaxAttempts}
+}
+
+// ScheduledReconcile is the job the daily schedule inserts for day: unique
+// by its arguments (the date) for as long as River keeps the job, and the
+// worker creates the day's scheduled run under a unique key of its own, so a
+// leader change or a restart never runs a day twice.
+func ScheduledReconcile(day time.Time) (ReconcileArgs, *river.InsertOpts) {
+	return ReconcileArgs{Date: day.UTC().Format(reconcile.DateLayout), Scheduled: true},
+		&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// ScheduledDay is the day a schedule's tick at or before now reconciles:
+// the UTC day before the latest firing time. At a tick that is yesterday; a
+// scheduler started later (RunOnStart) gets the same day, already run and so
+// skipped, or the day whose tick it missed while no process was up. A minute
+// of slack covers a scheduler that wakes a moment early.
+func ScheduledDay(schedule *CronSchedule, now time.Time) time.Time {
+	tick := schedule.Prev(now.Add(time.Minute))
+	if tick.IsZero() {
+		tick = now.UTC()
+	}
+	return time.Date(tick.Year(), tick.Month(), tick.Day(), 0, 0, 0, 0, time.UTC).AddDate(0, 0, -1)
+}
+
+// ReconcilePeriodicJob is the daily reconciliation at schedule (UTC).
+func ReconcilePeriodicJob(schedule *CronSchedule) *river.PeriodicJob {
+	return river.NewPeriodicJob(schedule, func() (river.JobArgs, *river.InsertOpts) {
+		return ScheduledReconcile(ScheduledDay(schedule, time.Now()))
+	}, &river.PeriodicJobOpts{ID: "reconcile_daily", RunOnStart: true})
+}
+
+// InsertReconcileTx enqueues an on-demand run in tx, the transaction that
+// inserted the run row.
+func (c *Client) InsertReconcileTx(ctx context.Context, tx pgx.Tx, run reconcile.Run) error {
+	_, err := c.River.InsertTx(ctx, tx, ReconcileArgs{Date: run.Date.Format(reconcile.DateLayout), RunID: run.ID}, nil)
+	if err != nil {
+		return fmt.Errorf("enqueue reconcile run %d: %w", run.ID, err)
+	}
+	return nil
+}
+
+// ReconcileWorker performs reconciliation runs.
+type ReconcileWorker struct {
+	river.WorkerDefaults[ReconcileArgs]
+	Runner *reconcile.Runner
+	Logger *slog.Logger
+}
+
+// NewReconcileWorker returns the worker.
+func NewReconcileWorker(runner *reconcile.Runner, logger *slog.Logger) *ReconcileWorker {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &ReconcileWorker{Runner: runner, Logger: logger}
+}
+
+// Timeout lets a run list a busy day and wait for recovered events; River's
+// rescuer honours it, so a long run is not taken for a crashed one.
+func (w *ReconcileWorker) Timeout(*river.Job[ReconcileArgs]) time.Duration { return 30 * time.Minute }
+
+// Work implements river.Worker.
+func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs]) error {
+	runID := job.Args.RunID
+	if job.Args.Scheduled {
+		day, err := time.Parse(reconcile.DateLayout, job.Args.Date)
+		if err != nil {
+			return river.JobCancel(fmt.Errorf("scheduled reconcile: bad date %q", job.Args.Date))
+		}
+		run, created, err := reconcile.ScheduledRun(ctx, w.Runner.Pool(), day)
+		if err != nil {
+			return err
+		}
+		if !created && run.Status != reconcile.RunRunning {
+			w.Logger.InfoContext(ctx, "scheduled reconciliation already ran", "date", job.Args.Date, "run_id", run.ID)
+			return nil
+		}
+		runID = run.ID
+	}
+	_, err := w.Runner.Perform(ctx, runID)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, reconcile.ErrRunFinished):
+		return nil // an earlier attempt finished it
+	case errors.Is(err, reconcile.ErrRunNotFound):
+		return river.JobCancel(err)
+	}
+	ctx = context.WithoutCancel(ctx)
+	if errors.Is(err, reconcile.ErrNoAPIKey) {
+		// No retry can help until the server is configured.
+		if ferr := w.Runner.Fail(ctx, runID, err); ferr != nil {
+			w.Logger.ErrorContext(ctx, "mark reconciliation failed", "run_id", runID, "error", ferr.Error())
+		}
+		return river.JobCancel(err)
+	}
+	if job.Attempt >= job.MaxAttempts {
+		if ferr := w.Runner.Fail(ctx, runID, err); ferr != nil {
+			w.Logger.ErrorContext(ctx, "mark reconciliation failed", "run_id", runID, "error", ferr.Error())
+		}
+	} else if nerr := w.Runner.NoteError(ctx, runID, err); nerr != nil {
+		w.Logger.ErrorContext(ctx, "note reconciliation error", "run_id", runID, "error", nerr.Error())
+	}
+	w.Logger.WarnContext(ctx, "reconciliation attempt failed", "run_id", runID, "attempt", job.Attempt, "error", err.Error())
+	return err
+}
+
+// RegisterReconcile returns a Config.Register hook that adds the reconcile
+// worker and, when schedule is not nil, the daily periodic job.
+func RegisterReconcile(runner *reconcile.Runner, schedule *CronSchedule, logger *slog.Logger) func(*river.Workers) []*river.PeriodicJob {
+	return func(w *river.Workers) []*river.PeriodicJob {
+		river.AddWorker(w, NewReconcileWorker(runner, logger))
+		if schedule == nil {
+			return nil
+		}
+		return []*river.PeriodicJob{ReconcilePeriodicJob(schedule)}
+	}
+}
+
+// NewEventApplier builds a River client that works only the events queue
+// and never leads the cluster, for a process that must apply the events it
+// ingests (paygate reconcile run from the command line) without taking on
+// the server's other work. Jobs that processing inserts for other queues
+// (emails) are left for the server; maintenance (retries, rescue) stays
+// with the server's leader.
+func NewEventApplier(pool *pgxpool.Pool, logger *slog.Logger) (*river.Client[pgx.Tx], error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &ProcessEventWorker{pool: pool, logger: logger})
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Logger:                 logger,
+		Workers:                workers,
+		Queues:                 map[string]river.QueueConfig{QueueEvents: {MaxWorkers: 10}},
+		LeaderElectionDisabled: true,
+		FetchOnlyKnownKinds:    true,
+		SkipUnknownJobCheck:    true,
+		JobTimeout:             30 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river client for events: %w", err)
+	}
+	return client, nil
+}
