@@ -22,9 +22,9 @@ var ErrInvalidCron = errors.New("invalid cron schedule")
 // (@annually), @monthly, @weekly, @daily (@midnight) and @hourly are
 // accepted.
 type CronSchedule struct {
-	spec                       string
-	minute, hour, dom, month   uint64 // bit i set: value i allowed
-	dow                        uint64
+	spec                         string
+	minute, hour, dom, month     uint64 // bit i set: value i allowed
+	dow                          uint64
 	domRestricted, dowRestricted bool
 }
 
