@@ -74,6 +74,7 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 	v1.GET("/ops/stats", s.opsStats, opsOnly)
 	s.routes(v1)
 	s.opsRoutes(e, v1)
+	s.mountPprof(e)
 	return e, s
 }
 

@@ -63,6 +63,9 @@ func registeredRoutes(e *echo.Echo) map[string]bool {
 		if r.Method == echo.RouteNotFound || r.Path == "/riverui" || strings.HasPrefix(r.Path, "/riverui/") {
 			continue // group catch-alls and River UI's own routes
 		}
+		if strings.HasPrefix(r.Path, "/debug/pprof") {
+			continue // Go's profiler (api/pprof.go): a tool's protocol, not the API
+		}
 		out[r.Method+" "+echoParam.ReplaceAllString(r.Path, "{$1}")] = true
 	}
 	return out
