@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -64,8 +65,10 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		Registry:      registry,
 		RiverUI:       true,
 	})
+	ingester, closeIngester := newIngester(pool, jobClient, logger, registry)
+	defer closeIngester() // after the HTTP server's shutdown: in-flight batches commit first
 	webhook.NewHandler(webhook.Config{
-		Ingester:      &webhook.TxIngester{Pool: pool, Enqueue: jobClient},
+		Ingester:      ingester,
 		StripeSecrets: cfg.StripeSecrets,
 		MaxBodyBytes:  cfg.MaxBodyBytes,
 		Logger:        logger,
@@ -133,4 +136,20 @@ func stopWorkers(c *jobs.Client, timeout time.Duration, logger *slog.Logger) {
 	if err := c.River.StopAndCancel(hard); err != nil {
 		logger.Warn("workers did not stop in time", "error", err.Error())
 	}
+}
+
+// ingestMode selects how the webhook endpoint commits: "batch" (group
+// commit, webhook.BatchIngester: concurrent events share a transaction) or
+// "tx" (webhook.TxIngester: one transaction per event). It is an internal
+// switch, not configuration, since the contract is the same either way; a
+// benchmark compares the two with a binary built with
+// -ldflags '-X main.ingestMode=tx'.
+var ingestMode = "batch"
+
+func newIngester(pool *pgxpool.Pool, enq webhook.Enqueuer, logger *slog.Logger, reg prometheus.Registerer) (webhook.Ingester, func()) {
+	if ingestMode == "tx" {
+		return &webhook.TxIngester{Pool: pool, Enqueue: enq}, func() {}
+	}
+	b := webhook.NewBatchIngester(webhook.BatchConfig{Pool: pool, Enqueue: enq, Logger: logger, Registerer: reg})
+	return b, func() { _ = b.Close() }
 }
