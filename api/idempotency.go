@@ -303,7 +303,7 @@ func (s *Server) idempotency(next echo.HandlerFunc) echo.HandlerFunc {
 
 // runClaimed runs the handler under a claim held with token and stores its
 // answer with its effects.
-func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, identity, key string, token []byte) (err error) {
+func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, identity, key string, token []byte) error {
 	ctx := c.Request().Context()
 	r := &idemRequest{server: s, ctx: ctx, key: key}
 	c.Set(idemKey, r)
@@ -311,10 +311,15 @@ func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, identity, key
 	orig := res.Writer
 	buf := &bufferedWriter{header: http.Header{}}
 	res.Writer = buf
-	done := false
+	committed, answered := false, false
 	defer func() {
 		res.Writer = orig
-		if done {
+		if !answered {
+			// Nothing reached the client: let the error handler (or the
+			// panic recovery) answer on the real writer.
+			res.Committed, res.Status, res.Size = false, 0, 0
+		}
+		if committed {
 			return
 		}
 		// A handler error, a 5xx, a failed commit or a panic: nothing
@@ -324,10 +329,13 @@ func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, identity, key
 		}
 		s.release(context.WithoutCancel(ctx), identity, key, token)
 	}()
+	answer := func(status int) {
+		answered = true
+		res.Committed, res.Status = true, status
+		flush(orig, buf, status)
+	}
 
 	if err := next(c); err != nil {
-		// Let the error handler answer on the real writer.
-		res.Committed, res.Status, res.Size = false, 0, 0
 		return err
 	}
 	status := res.Status
@@ -335,12 +343,12 @@ func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, identity, key
 		status = http.StatusNoContent
 	}
 	if status >= 500 {
-		flush(orig, buf, status)
+		answer(status)
 		return nil
 	}
 	tx, err := TxFrom(c)
 	if err != nil {
-		return resetAnd(res, err)
+		return err
 	}
 	tag, err := tx.Exec(ctx, `
 		UPDATE idempotency_keys SET
@@ -350,33 +358,25 @@ func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, identity, key
 		identity, key, token, status, buf.header.Get(echo.HeaderContentType),
 		buf.header.Get(echo.HeaderLocation), buf.body.Bytes())
 	if err != nil {
-		return resetAnd(res, fmt.Errorf("store idempotent response: %w", err))
+		return fmt.Errorf("store idempotent response: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
 		// Our claim was taken over after its lease: the other request
 		// owns the key now, and our effects must not commit.
+		answered = true
+		res.Writer = orig
 		res.Committed, res.Status, res.Size = false, 0, 0
-		return writeProblemTo(c, orig, idempotencyProblem(ErrIdempotencyKeyInUse))
+		return writeProblem(c, idempotencyProblem(ErrIdempotencyKeyInUse))
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return resetAnd(res, fmt.Errorf("commit: %w", err))
+		return fmt.Errorf("commit: %w", err)
 	}
-	done = true
+	committed = true
 	for _, fn := range r.afterCommit {
 		fn()
 	}
-	flush(orig, buf, status)
+	answer(status)
 	return nil
-}
-
-func resetAnd(res *echo.Response, err error) error {
-	res.Committed, res.Status, res.Size = false, 0, 0
-	return err
-}
-
-func writeProblemTo(c echo.Context, w http.ResponseWriter, p Problem) error {
-	c.Response().Writer = w
-	return writeProblem(c, p)
 }
 
 // flush writes a buffered answer to the client.

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertest"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/inbox"
@@ -364,4 +366,67 @@ func TestIdempotencyFailureRollsBackEffectsAndReleasesKey(t *testing.T) {
 	var stored int
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT response_status FROM idempotency_keys WHERE key = 'retry-me'`).Scan(&stored))
 	require.Equal(t, http.StatusAccepted, stored)
+}
+
+// TestIdempotencyModel is a property test: any sequence of POSTs drawn from
+// a few keys, routes and bodies behaves like the model — the first use of a
+// key acts once, a repeat of the same request replays its stored answer
+// byte for byte, anything else under that key is 422 — and the effects
+// (jobs, audit entries) are exactly one per key that acted.
+func TestIdempotencyModel(t *testing.T) {
+	t.Parallel()
+	b := setupOps(t)
+	round := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		round++
+		events := []string{fmt.Sprintf("evt_m%d_a", round), fmt.Sprintf("evt_m%d_b", round)}
+		for _, id := range events {
+			b.seed(t, id, seedOpts{})
+		}
+		routes := []string{
+			"/v1/ops/events/stripe/" + events[0] + "/replay",
+			"/v1/ops/events/stripe/" + events[1] + "/replay",
+		}
+		bodies := []string{``, `{"reason":"a"}`, `{ "reason" : "a" }`, `{"reason":"b"}`}
+		canonical := map[string]string{``: ``, `{"reason":"a"}`: `a`, `{ "reason" : "a" }`: `a`, `{"reason":"b"}`: `b`}
+		type first struct {
+			request string
+			body    string
+		}
+		seen := map[string]first{}
+		effects := map[string]int{}
+		steps := rapid.IntRange(1, 12).Draw(rt, "steps")
+		for range steps {
+			key := fmt.Sprintf("m%d-%s", round, rapid.SampledFrom([]string{"k1", "k2", "k3"}).Draw(rt, "key"))
+			route := rapid.IntRange(0, 1).Draw(rt, "route")
+			body := rapid.SampledFrom(bodies).Draw(rt, "body")
+			request := fmt.Sprintf("%d|%s", route, canonical[body])
+			rec := b.do(t, http.MethodPost, routes[route], opsTok, key, body)
+			prev, used := seen[key]
+			switch {
+			case !used:
+				if rec.Code != http.StatusAccepted || rec.Header().Get(api.HeaderIdempotentReplayed) != "" {
+					rt.Fatalf("first use of %s: %d %s", key, rec.Code, rec.Body.String())
+				}
+				seen[key] = first{request: request, body: rec.Body.String()}
+				effects[events[route]]++
+			case prev.request == request:
+				if rec.Code != http.StatusAccepted || rec.Header().Get(api.HeaderIdempotentReplayed) != "true" || rec.Body.String() != prev.body {
+					rt.Fatalf("repeat of %s: %d replayed=%q", key, rec.Code, rec.Header().Get(api.HeaderIdempotentReplayed))
+				}
+			default:
+				if rec.Code != http.StatusUnprocessableEntity {
+					rt.Fatalf("reuse of %s for %s (first %s): %d", key, request, prev.request, rec.Code)
+				}
+			}
+		}
+		for _, id := range events {
+			if got := b.jobCount(t, id) - 1; got != effects[id] {
+				rt.Fatalf("%s: %d replay jobs, want %d", id, got, effects[id])
+			}
+			if got := b.auditCount(t, id); got != effects[id] {
+				rt.Fatalf("%s: %d audit entries, want %d", id, got, effects[id])
+			}
+		}
+	})
 }
