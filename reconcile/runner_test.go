@@ -1,0 +1,459 @@
+package reconcile_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v79"
+
+	"github.com/paygate/paygate/inbox"
+	"github.com/paygate/paygate/internal/stripesim"
+	"github.com/paygate/paygate/internal/worldtest"
+	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/reconcile"
+	"github.com/paygate/paygate/webhook"
+)
+
+// day is the scripted UTC day most tests reconcile.
+var day = time.Date(2025, 3, 14, 0, 0, 0, 0, time.UTC)
+
+type testBundle struct {
+	sim      *stripesim.Sim
+	world    *worldtest.World
+	runner   *reconcile.Runner
+	requests map[string]*atomic.Int64 // API requests per path
+}
+
+type setupOpts struct {
+	pageSize int64
+}
+
+// setup starts a world (real database, real workers) and a simulator served
+// over HTTP, and a runner that reads it with stripe-go.
+func setup(t *testing.T, opts *setupOpts) *testBundle {
+	t.Helper()
+	if opts == nil {
+		opts = &setupOpts{}
+	}
+	b := &testBundle{
+		sim:      stripesim.New(stripesim.Config{Seed: 42, Now: day.Add(9 * time.Hour)}),
+		world:    worldtest.New(t, nil),
+		requests: map[string]*atomic.Int64{},
+	}
+	for _, p := range []string{"/v1/balance_transactions", "/v1/events"} {
+		b.requests[p] = &atomic.Int64{}
+	}
+	h := b.sim.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n, ok := b.requests[r.URL.Path]; ok {
+			n.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	provider, err := reconcile.NewStripe(reconcile.StripeConfig{
+		APIKey: b.sim.APIKey(), URL: srv.URL, PageSize: opts.pageSize, MaxNetworkRetries: stripe.Int64(0),
+	})
+	require.NoError(t, err)
+	b.runner = reconcile.New(reconcile.Config{
+		Pool:         b.world.Pool,
+		Provider:     provider,
+		Ingester:     ingester(b.world),
+		RecoveryWait: 30 * time.Second,
+		PollInterval: 10 * time.Millisecond,
+	})
+	return b
+}
+
+// ingester is the webhook's ingest path, as cmd wires it.
+func ingester(w *worldtest.World) reconcile.Ingester {
+	return reconcile.IngesterFunc(func(ctx context.Context, payload []byte) (bool, error) {
+		ev, err := webhook.DecodeStripeEvent(payload)
+		if err != nil {
+			return false, err
+		}
+		return w.Ingester.Ingest(ctx, ev)
+	})
+}
+
+func (b *testBundle) deliver(t *testing.T) {
+	t.Helper()
+	b.world.Apply(t, b.sim.Deliverable()...)
+}
+
+func (b *testBundle) run(t *testing.T, d time.Time) (reconcile.Run, []reconcile.Item) {
+	t.Helper()
+	run, err := b.runner.RunDay(context.Background(), d, reconcile.TriggerCLI, "test")
+	require.NoError(t, err)
+	require.Equal(t, reconcile.RunCompleted, run.Status)
+	items, err := reconcile.Items(context.Background(), b.world.Pool, run.ID)
+	require.NoError(t, err)
+	return run, items
+}
+
+func find(t *testing.T, items []reconcile.Item, match func(reconcile.Item) bool) reconcile.Item {
+	t.Helper()
+	var found []reconcile.Item
+	for _, it := range items {
+		if match(it) {
+			found = append(found, it)
+		}
+	}
+	require.Len(t, found, 1, "items: %v", items)
+	return found[0]
+}
+
+func byRef(ref string) func(reconcile.Item) bool {
+	return func(it reconcile.Item) bool { return it.Ref == ref }
+}
+
+func countRefs(t *testing.T, b *testBundle, like string) int {
+	return b.world.Count(t, `SELECT count(*) FROM ledger_transactions WHERE ref LIKE $1`, like)
+}
+
+// TestScriptedDayProducesEveryStatus reconciles a day with one of each
+// outcome, then re-runs it: the re-run is a new run, the first is kept
+// untouched, and the fees posted by the first are matched by the second,
+// posted once.
+func TestScriptedDayProducesEveryStatus(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sim := b.sim
+
+	p1 := sim.Pay(stripesim.PayOpts{Amount: 10000, Email: "a@example.com"})
+	p2 := sim.Pay(stripesim.PayOpts{Amount: 5000})
+	r2 := sim.Refund(p2, 2000)
+	p3 := sim.Pay(stripesim.PayOpts{Amount: 7000})
+	dp := sim.Dispute(p3, 0)
+	sim.Advance(time.Hour)
+	sim.CloseDispute(dp, true)
+	p4 := sim.Pay(stripesim.PayOpts{Amount: 3000})
+	r4 := sim.FailRefund(sim.Refund(p4, 0).ID)
+	po := sim.Payout(1000, "usd")
+	sim.FailPayout(po)
+	radar := sim.BalanceTransactionOnly(stripesim.BalanceTransactionOpts{Amount: -75})
+	p5 := sim.Pay(stripesim.PayOpts{Amount: 4000})
+	sim.TamperBalanceTransaction(p5.BalanceTransactionID, 4100)
+	p6 := sim.Pay(stripesim.PayOpts{Amount: 2500})
+	sim.TamperBalanceTransactionCurrency(p6.BalanceTransactionID, "eur")
+	p7 := sim.Pay(stripesim.PayOpts{Amount: 1500})
+	sim.DropBalanceTransaction(p7.BalanceTransactionID)
+	ghost := sim.BalanceTransactionOnly(stripesim.BalanceTransactionOpts{Type: stripesim.TxnCharge, Source: "ch_ghost", Amount: 900})
+	other := sim.BalanceTransactionOnly(stripesim.BalanceTransactionOpts{Type: stripesim.TxnAdjustment, Amount: 500})
+	b.deliver(t)
+
+	run, items := b.run(t, day)
+	require.Equal(t, map[reconcile.Status]int{
+		reconcile.StatusMatched:           11, // 4 captures, 2 refunds, a refund reversal, the dispute's 2 movements, the payout and its reversal
+		reconcile.StatusAmountMismatch:    1,
+		reconcile.StatusCurrencyMismatch:  1,
+		reconcile.StatusMissingInLedger:   2,
+		reconcile.StatusMissingAtProvider: 1,
+		reconcile.StatusFeePosted:         9, // 6 charge fees, the dispute fee and its refund, the Radar fee
+	}, run.Report.Summary)
+	require.Equal(t, 0, run.Report.Recovery.Recovered)
+	require.Equal(t, len(items), run.Report.Counts.Items)
+
+	cap1 := find(t, items, byRef("stripe:charge:"+p1.ChargeID+":capture"))
+	require.Equal(t, []string{"matched", p1.BalanceTransactionID, p1.ChargeID, "stripe:charge:" + p1.ChargeID + ":capture",
+		"charge", "usd", "100.00", "3.20", "100.00"}, cap1.Record())
+	fee1 := find(t, items, byRef("stripe:fee:"+p1.BalanceTransactionID))
+	require.Equal(t, []string{"fee_posted", p1.BalanceTransactionID, p1.ChargeID, "stripe:fee:" + p1.BalanceTransactionID,
+		"fee", "usd", "-3.20", "", "-3.20"}, fee1.Record())
+	require.Equal(t, []string{"matched", "-20.00", "-20.00"}, pick(find(t, items, byRef("stripe:refund:"+r2.ID)).Record(), 0, 6, 8))
+	require.Equal(t, []string{"matched", "30.00", "30.00"}, pick(find(t, items, byRef("stripe:refund:"+r4.ID+":reversal")).Record(), 0, 6, 8))
+	require.Equal(t, []string{"matched", "-70.00", "15.00", "-70.00"}, pick(find(t, items, byRef("stripe:dispute:"+dp.ID+":withdrawal")).Record(), 0, 6, 7, 8))
+	require.Equal(t, []string{"fee_posted", "-15.00", "-15.00"}, pick(find(t, items, byRef("stripe:fee:"+dp.WithdrawalBalanceTransactionID)).Record(), 0, 6, 8))
+	require.Equal(t, []string{"fee_posted", "15.00", "15.00"}, pick(find(t, items, byRef("stripe:fee:"+dp.ReinstatementBalanceTransactionID)).Record(), 0, 6, 8),
+		"a won dispute's fee comes back")
+	require.Equal(t, []string{"matched", "-10.00", "-10.00"}, pick(find(t, items, byRef("stripe:payout:"+po.ID)).Record(), 0, 6, 8))
+	require.Equal(t, []string{"matched", "10.00", "10.00"}, pick(find(t, items, byRef("stripe:payout:"+po.ID+":reversal")).Record(), 0, 6, 8))
+	require.Equal(t, []string{"fee_posted", "stripe_fee", "-0.75", "0.00", "-0.75"}, pick(find(t, items, byRef("stripe:fee:"+radar.ID)).Record(), 0, 4, 6, 7, 8))
+	require.Equal(t, []string{"amount_mismatch", "41.00", "40.00"}, pick(find(t, items, byRef("stripe:charge:"+p5.ChargeID+":capture")).Record(), 0, 6, 8))
+	cm := find(t, items, byRef("stripe:charge:"+p6.ChargeID+":capture"))
+	require.Equal(t, []string{"currency_mismatch", "eur", "25.00", "25.00"}, pick(cm.Record(), 0, 5, 6, 8))
+	require.Equal(t, "usd", cm.LedgerCurrency)
+	require.Equal(t, []string{"missing_at_provider", "", "", "capture", "usd", "", "", "15.00"},
+		pick(find(t, items, byRef("stripe:charge:"+p7.ChargeID+":capture")).Record(), 0, 1, 2, 4, 5, 6, 7, 8))
+	require.Equal(t, []string{"missing_in_ledger", "ch_ghost", "9.00", ""}, pick(find(t, items, byRef("stripe:charge:ch_ghost:capture")).Record(), 0, 2, 6, 8))
+	require.Equal(t, []string{"missing_in_ledger", "", "adjustment", "5.00", ""},
+		pick(find(t, items, func(it reconcile.Item) bool { return it.ProviderTxnID == other.ID }).Record(), 0, 3, 4, 6, 8))
+	require.Empty(t, ghost.Fee)
+
+	// The fee went to the payment's ledger too.
+	fee, err := ledger.TransactionByRef(context.Background(), b.world.Pool, "stripe:fee:"+p1.BalanceTransactionID)
+	require.NoError(t, err)
+	require.Equal(t, ledger.KindFee, fee.Kind)
+	require.Equal(t, p1.ID, fee.PaymentID)
+
+	// Per currency and category, in decimal: charges in usd differ by the
+	// tampered 1.00, the ghost 9.00 the ledger lacks and the 15.00 the
+	// provider lacks.
+	var usdCharge reconcile.CategoryTotal
+	for _, c := range run.Report.Currencies {
+		for _, cat := range c.Categories {
+			if c.Currency == "usd" && cat.ReportingCategory == "charge" {
+				usdCharge = cat
+			}
+		}
+	}
+	require.Equal(t, "300.00", usdCharge.ProviderGross)
+	require.Equal(t, "305.00", usdCharge.LedgerGross)
+	require.Equal(t, usdCharge.ProviderFee, usdCharge.LedgerFee, "every charge fee was posted")
+	require.Equal(t, "-5.00", usdCharge.Difference)
+
+	// The payout settled everything before it, all on this day.
+	require.Len(t, run.Report.Payouts, 1)
+	pay := run.Report.Payouts[0]
+	require.Equal(t, po.ID, pay.PayoutID)
+	require.Equal(t, "10.00", pay.Amount)
+	require.Positive(t, pay.SettledCount)
+	require.Len(t, pay.SettledDays, 1)
+	require.Equal(t, "2025-03-14", pay.SettledDays[0].Date)
+
+	// The books still balance.
+	tb, err := ledger.TrialBalance(context.Background(), b.world.Pool)
+	require.NoError(t, err)
+	for _, c := range tb.Currencies {
+		require.True(t, c.Balanced, c.Currency)
+	}
+	fees := countRefs(t, b, "stripe:fee:%")
+	require.Equal(t, 9, fees)
+
+	// A re-run is a new run; the fees are in the ledger now, so they match.
+	again, items2 := b.run(t, day)
+	require.NotEqual(t, run.ID, again.ID)
+	require.Equal(t, 20, again.Report.Summary[reconcile.StatusMatched])
+	require.Equal(t, 0, again.Report.Summary[reconcile.StatusFeePosted])
+	require.Equal(t, len(items), len(items2))
+	require.Equal(t, fees, countRefs(t, b, "stripe:fee:%"), "each fee is posted once across runs")
+	require.Equal(t, []string{"matched", "-3.20", "-3.20"}, pick(find(t, items2, byRef("stripe:fee:"+p1.BalanceTransactionID)).Record(), 0, 6, 8))
+
+	// The first run is kept as it was.
+	kept, err := reconcile.GetRun(context.Background(), b.world.Pool, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, run.Report.Summary, kept.Report.Summary)
+	keptItems, err := reconcile.Items(context.Background(), b.world.Pool, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, items, keptItems)
+	runs, err := reconcile.RunsOfDay(context.Background(), b.world.Pool, day)
+	require.NoError(t, err)
+	require.Len(t, runs, 2)
+
+	// And the database refuses to change it.
+	for _, stmt := range []string{
+		`UPDATE reconciliation_items SET status = 'matched' WHERE run_id = $1`,
+		`DELETE FROM reconciliation_items WHERE run_id = $1`,
+		`UPDATE reconciliation_runs SET status = 'failed' WHERE id = $1`,
+		`DELETE FROM reconciliation_runs WHERE id = $1`,
+		`INSERT INTO reconciliation_items (run_id, position, status, type, reporting_category, currency) VALUES ($1, 999, 'matched', 'charge', 'charge', 'usd')`,
+	} {
+		_, err := b.world.Pool.Exec(context.Background(), stmt, run.ID)
+		require.ErrorContains(t, err, "reconciliation", stmt)
+	}
+	_, err = b.world.Pool.Exec(context.Background(), `TRUNCATE reconciliation_items`)
+	require.Error(t, err)
+}
+
+func pick(rec []string, idx ...int) []string {
+	out := make([]string, len(idx))
+	for i, j := range idx {
+		out[i] = rec[j]
+	}
+	return out
+}
+
+// TestPagination reconciles a day of more than 100 balance transactions with
+// Stripe's default page size of 100, and again with small pages.
+func TestPagination(t *testing.T) {
+	t.Parallel()
+	for _, pageSize := range []int64{0, 7} {
+		b := setup(t, &setupOpts{pageSize: pageSize})
+		var skipped []string
+		for i := range 110 {
+			p := b.sim.Pay(stripesim.PayOpts{Amount: int64(1000 + i)})
+			if i%37 == 0 {
+				ev := b.sim.EventsOf(p.ID)
+				last := ev[len(ev)-1] // payment_intent.succeeded; charge.succeeded still posts the capture
+				b.sim.SkipEvent(last.ID)
+				skipped = append(skipped, last.ID)
+			}
+			if i%10 == 9 {
+				b.sim.Advance(time.Minute)
+			}
+		}
+		b.deliver(t)
+		run, items := b.run(t, day)
+		require.Equal(t, 110, run.Report.Counts.ProviderTransactions, "page size %d", pageSize)
+		require.Equal(t, 110, run.Report.Summary[reconcile.StatusMatched])
+		require.Equal(t, 110, run.Report.Summary[reconcile.StatusFeePosted])
+		require.Len(t, items, 220)
+		require.Equal(t, 220, run.Report.Recovery.Listed)
+		require.ElementsMatch(t, skipped, run.Report.Recovery.EventIDs, "events on every page are recovered")
+		size := pageSize
+		if size == 0 {
+			size = 100
+		}
+		// Pages for the day's list, plus one page per payout lookup (none).
+		require.Equal(t, int64((110+size-1)/size), b.requests["/v1/balance_transactions"].Load(), "page size %d", size)
+		require.Equal(t, int64((220+size-1)/size), b.requests["/v1/events"].Load(), "page size %d", size)
+		seen := map[string]bool{}
+		for _, it := range items {
+			key := it.Ref
+			require.False(t, seen[key], "%s listed twice", key)
+			seen[key] = true
+		}
+	}
+}
+
+// TestUTCDayBoundary puts records at 23:59:59 and 00:00:00 on both sides
+// of midnight, and a manual capture whose ledger date (the charge's
+// authorization, 23:59:30) is the day before the provider's record of the
+// capture (00:00:10): a timing difference, not a record missing at the
+// provider, matched by the next day's run.
+func TestUTCDayBoundary(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sim := b.sim
+	sim.SetNow(day)
+	first := sim.Pay(stripesim.PayOpts{Amount: 1000})
+	sim.SetNow(day.Add(24*time.Hour - time.Second))
+	last := sim.Pay(stripesim.PayOpts{Amount: 2000})
+	sim.SetNow(day.Add(24*time.Hour - 30*time.Second))
+	manual := sim.Pay(stripesim.PayOpts{Amount: 3000, ManualCapture: true})
+	sim.SetNow(day.Add(24 * time.Hour))
+	next := sim.Pay(stripesim.PayOpts{Amount: 4000})
+	sim.SetNow(day.Add(24*time.Hour + 10*time.Second))
+	sim.Capture(manual)
+
+	// Deliver everything but the capture's payment_intent.succeeded, whose
+	// event time would date the ledger's capture on the next day: the
+	// charge.captured event dates it by the charge, on the day before.
+	var deliver []stripesim.Event
+	for _, ev := range sim.Deliverable() {
+		if ev.Type == stripesim.EventPaymentIntentSucceeded && ev.PaymentIntentID == manual.ID {
+			continue
+		}
+		deliver = append(deliver, ev)
+	}
+	b.world.Apply(t, deliver...)
+	capRef := "stripe:charge:" + manual.ChargeID + ":capture"
+	tx, err := ledger.TransactionByRef(context.Background(), b.world.Pool, capRef)
+	require.NoError(t, err)
+	require.Equal(t, day.Add(24*time.Hour-30*time.Second), tx.OccurredAt)
+
+	run, items := b.run(t, day)
+	refs := map[string]reconcile.Status{}
+	for _, it := range items {
+		refs[it.Ref] = it.Status
+	}
+	require.Equal(t, reconcile.StatusMatched, refs["stripe:charge:"+first.ChargeID+":capture"], "00:00:00 belongs to the day")
+	require.Equal(t, reconcile.StatusMatched, refs["stripe:charge:"+last.ChargeID+":capture"], "23:59:59 belongs to the day")
+	require.NotContains(t, refs, "stripe:charge:"+next.ChargeID+":capture", "00:00:00 the next day does not")
+	require.NotContains(t, refs, capRef, "the manual capture is the next day's at the provider")
+	require.Zero(t, run.Report.Summary[reconcile.StatusMissingAtProvider])
+	require.Len(t, run.Report.TimingDifferences, 1)
+	td := run.Report.TimingDifferences[0]
+	require.Equal(t, capRef, td.Ref)
+	require.Equal(t, manual.BalanceTransactionID, td.ProviderTxnID)
+	require.Equal(t, "2025-03-15", td.ProviderCreated.Format(reconcile.DateLayout))
+	require.Equal(t, 2, run.Report.Counts.ProviderTransactions)
+
+	// The next day's run matches the capture by ref, though the ledger
+	// dated it the day before, and recovers the undelivered event (a
+	// duplicate of the capture: nothing new is posted).
+	next2, items2 := b.run(t, day.AddDate(0, 0, 1))
+	require.Equal(t, reconcile.StatusMatched, find(t, items2, byRef(capRef)).Status)
+	require.Equal(t, reconcile.StatusMatched, find(t, items2, byRef("stripe:charge:"+next.ChargeID+":capture")).Status)
+	require.Equal(t, 1, next2.Report.Recovery.Recovered)
+	require.Zero(t, next2.Report.Summary[reconcile.StatusMissingAtProvider])
+	require.Empty(t, next2.Report.TimingDifferences)
+}
+
+// TestMissedEventRecovery: a payout.paid that Stripe never delivered is
+// listed by the provider, fed through the ingest path before matching, and
+// its posting counts in the same run.
+func TestMissedEventRecovery(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.sim.Pay(stripesim.PayOpts{Amount: 5000})
+	po := b.sim.Payout(2000, "usd")
+	paid := b.sim.EventsOf(po.ID)
+	require.Len(t, paid, 1)
+	b.sim.SkipEvent(paid[0].ID)
+	b.deliver(t)
+	_, err := inbox.Get(context.Background(), b.world.Pool, "stripe", paid[0].ID)
+	require.ErrorIs(t, err, inbox.ErrNotFound)
+	require.Zero(t, countRefs(t, b, "stripe:payout:%"))
+
+	run, items := b.run(t, day)
+	require.Equal(t, 1, run.Report.Recovery.Recovered)
+	require.Equal(t, 1, run.Report.Counts.RecoveredEvents)
+	require.Equal(t, 1, run.Report.Recovery.Settled)
+	require.Equal(t, []string{paid[0].ID}, run.Report.Recovery.EventIDs)
+	require.Equal(t, 3, run.Report.Recovery.Listed)
+
+	ev, err := inbox.Get(context.Background(), b.world.Pool, "stripe", paid[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, inbox.StatusProcessed, ev.Status)
+	require.JSONEq(t, string(paid[0].Payload), string(ev.Payload), "the provider's JSON for the event, as listed")
+	tx, err := ledger.TransactionByRef(context.Background(), b.world.Pool, "stripe:payout:"+po.ID)
+	require.NoError(t, err)
+	require.Equal(t, "20.00", ledger.Format(tx.Amount(), "usd"))
+	require.Equal(t, reconcile.StatusMatched, find(t, items, byRef("stripe:payout:"+po.ID)).Status)
+	require.Zero(t, run.Report.Summary[reconcile.StatusMissingInLedger])
+
+	// Nothing is left to recover the second time.
+	again, _ := b.run(t, day)
+	require.Zero(t, again.Report.Recovery.Recovered)
+}
+
+// TestProviderFailureFailsTheRun: a key the provider refuses fails the run
+// with the provider's reason; nothing is stored but the failed run.
+func TestProviderFailureFailsTheRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	srv := b.sim.Start(t)
+	provider, err := reconcile.NewStripe(reconcile.StripeConfig{APIKey: "sk_test_wrong", URL: srv.URL, MaxNetworkRetries: stripe.Int64(0)})
+	require.NoError(t, err)
+	runner := reconcile.New(reconcile.Config{Pool: b.world.Pool, Provider: provider})
+	run, err := runner.RunDay(context.Background(), day, reconcile.TriggerCLI, "test")
+	require.ErrorIs(t, err, reconcile.ErrProvider)
+	require.Equal(t, reconcile.RunFailed, run.Status)
+	require.NotNil(t, run.FinishedAt)
+	require.True(t, strings.Contains(run.Error, "Invalid API Key"), run.Error)
+	items, err := reconcile.Items(context.Background(), b.world.Pool, run.ID)
+	require.NoError(t, err)
+	require.Empty(t, items)
+
+	_, err = reconcile.NewStripe(reconcile.StripeConfig{URL: srv.URL})
+	require.ErrorIs(t, err, reconcile.ErrNoAPIKey)
+}
+
+// TestScheduledRunIsOncePerDay: the day's scheduled run is created once,
+// whoever asks and however often.
+func TestScheduledRunIsOncePerDay(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	first, created, err := reconcile.ScheduledRun(ctx, b.world.Pool, day)
+	require.NoError(t, err)
+	require.True(t, created)
+	second, created, err := reconcile.ScheduledRun(ctx, b.world.Pool, day)
+	require.NoError(t, err)
+	require.False(t, created)
+	require.Equal(t, first.ID, second.ID)
+	// On-demand runs of the same day are not limited.
+	_, err = reconcile.CreateRunTx(ctx, b.world.Pool, day, reconcile.TriggerAPI, "token:x")
+	require.NoError(t, err)
+	_, created, err = reconcile.ScheduledRun(ctx, b.world.Pool, day.AddDate(0, 0, -1))
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, 2, b.world.Count(t, `SELECT count(*) FROM reconciliation_runs WHERE trigger = 'scheduled'`))
+}
