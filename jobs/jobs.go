@@ -99,13 +99,13 @@ type Client struct {
 func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	config.withDefaults()
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &ProcessEventWorker{pool: pool, logger: config.Logger})
-	river.AddWorker(workers, &IdempotencyPurgeWorker{Pool: pool})
+	river.AddWorker(workers, &ProcessEventWorker{pool: pool, logger: config.Logger, opsEmail: config.Email.OpsEmail})
 	emailWorker, err := NewSendEmailWorker(pool, config.Email, config.Logger)
 	if err != nil {
 		return nil, err
 	}
 	river.AddWorker(workers, emailWorker)
+	river.AddWorker(workers, &IdempotencyPurgeWorker{Pool: pool})
 	var periodic []*river.PeriodicJob
 	if config.Register != nil {
 		periodic = config.Register(workers)

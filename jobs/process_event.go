@@ -26,8 +26,9 @@ var ErrPermanent = errors.New("permanent failure")
 // at any point either applied everything or nothing.
 type ProcessEventWorker struct {
 	river.WorkerDefaults[ProcessEventArgs]
-	pool   *pgxpool.Pool
-	logger *slog.Logger
+	pool     *pgxpool.Pool
+	logger   *slog.Logger
+	opsEmail string // where dispute and poison alerts go
 }
 
 // Work implements river.Worker.
@@ -137,13 +138,69 @@ func (w *ProcessEventWorker) applyEffectsTx(ctx context.Context, tx pgx.Tx, ev i
 	}
 	facts = append(facts, added...)
 	payment.Summary = statemachine.Fold(facts)
-	payment.ReceiptEmail = fx.ReceiptEmail
+	emailLearnt := fx.ReceiptEmailKnown && (!payment.ReceiptEmailKnown || (payment.ReceiptEmail == "" && fx.ReceiptEmail != ""))
+	if emailLearnt {
+		payment.ReceiptEmail, payment.ReceiptEmailKnown = fx.ReceiptEmail, true
+	}
 	if previous != "" {
 		if err := statemachine.CheckTransition(previous, payment.State, lastKind(fx.Facts)); err != nil {
 			return fmt.Errorf("%w: %w", ErrPermanent, err)
 		}
 	}
-	return ledger.SavePaymentTx(ctx, tx, payment, previous, ev.EventID)
+	if err := ledger.SavePaymentTx(ctx, tx, payment, previous, ev.EventID); err != nil {
+		return err
+	}
+	if len(added) == 0 && !emailLearnt {
+		return nil // nothing new: every email this payment calls for is already enqueued
+	}
+	return w.enqueueEmailsTx(ctx, tx, ev, payment, added, facts)
+}
+
+// enqueueEmailsTx writes the email intents the payment's facts call for,
+// in the same transaction as the facts. Customer emails are derived from
+// the whole fact set once the payment's address is known (or known to be
+// absent, then recorded as skipped), so a refund reported before the charge
+// that names the address still gets its confirmation. The outbox is unique
+// per (kind, object): however often and in whatever order the reports
+// arrive, each intent is enqueued once.
+func (w *ProcessEventWorker) enqueueEmailsTx(ctx context.Context, tx pgx.Tx, ev inbox.Event, p ledger.Payment,
+	added, all []statemachine.Fact) error {
+	var emails []Email
+	if p.ReceiptEmailKnown {
+		if p.AmountCaptured.IsPositive() {
+			emails = append(emails, Email{Kind: EmailPaymentReceipt, ObjectID: p.ID, PaymentID: p.ID,
+				Recipient: p.ReceiptEmail, Amount: ledger.Format(p.AmountCaptured, p.Currency), Currency: p.Currency})
+		}
+		failed := map[string]bool{}
+		for _, f := range all {
+			if f.Kind == statemachine.FactRefundFailed {
+				failed[f.ObjectID] = true
+			}
+		}
+		for _, f := range all {
+			if f.Kind == statemachine.FactRefundSucceeded && !failed[f.ObjectID] {
+				emails = append(emails, Email{Kind: EmailRefundConfirmation, ObjectID: f.ObjectID, PaymentID: p.ID,
+					Recipient: p.ReceiptEmail, Amount: ledger.Format(f.Amount, f.Currency), Currency: f.Currency})
+			}
+		}
+	}
+	for _, f := range added {
+		switch {
+		case f.Kind == statemachine.FactDisputeOpened:
+			alert := Email{Kind: EmailDisputeAlert, ObjectID: f.ObjectID, PaymentID: p.ID, Recipient: w.opsEmail,
+				Provider: ev.Provider, EventID: ev.EventID, EventType: ev.Type}
+			if p.Currency != "" {
+				alert.Amount, alert.Currency = ledger.Format(p.Amount, p.Currency), p.Currency
+			}
+			emails = append(emails, alert)
+		}
+	}
+	for _, e := range emails {
+		if _, err := EnqueueEmailTx(ctx, tx, nil, e); err != nil {
+			return fmt.Errorf("enqueue %s for %s: %w", e.Kind, e.ObjectID, err)
+		}
+	}
+	return nil
 }
 
 func lastKind(facts []statemachine.Fact) statemachine.FactKind {
@@ -180,6 +237,15 @@ func (w *ProcessEventWorker) recordFailure(ctx context.Context, args ProcessEven
 		if ev.Status == inbox.StatusDiscarded {
 			status = inbox.StatusDiscarded // an operator's decision stands
 		}
-		return inbox.SetStatusTx(ctx, tx, args.Provider, args.EventID, status, cause.Error(), true)
+		if err := inbox.SetStatusTx(ctx, tx, args.Provider, args.EventID, status, cause.Error(), true); err != nil {
+			return err
+		}
+		if status != inbox.StatusPoison {
+			return nil
+		}
+		_, err = EnqueuePoisonAlertTx(ctx, tx, nil, w.opsEmail, PoisonAlert{
+			Provider: ev.Provider, EventID: ev.EventID, EventType: ev.Type, Error: cause.Error(),
+		})
+		return err
 	})
 }

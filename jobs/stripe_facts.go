@@ -20,10 +20,15 @@ import (
 // and charge.succeeded, or charge.refunded and refund.updated) derives the
 // same ledger ref from the provider's object ids, so it is posted once.
 type Effects struct {
-	PaymentID    string // empty for movements that belong to no payment (payouts)
-	Facts        []statemachine.Fact
-	Postings     []ledger.Transaction
-	ReceiptEmail string // where a receipt goes, when the event says
+	PaymentID string // empty for movements that belong to no payment (payouts)
+	Facts     []statemachine.Fact
+	Postings  []ledger.Transaction
+	// ReceiptEmail is where the customer's emails go. ReceiptEmailKnown is
+	// set when the event carries the charge (whose receipt and billing
+	// emails are the whole truth) or an intent with a receipt email: only
+	// then is an empty address a known "none".
+	ReceiptEmail      string
+	ReceiptEmailKnown bool
 }
 
 // errIgnored reports an event type paygate does not use.
@@ -228,7 +233,9 @@ func (m *mapper) paymentIntent(typ string, obj json.RawMessage) error {
 	if err := m.setPayment(pi.ID); err != nil {
 		return err
 	}
-	m.out.ReceiptEmail = pi.ReceiptEmail
+	if pi.ReceiptEmail != "" {
+		m.out.ReceiptEmail, m.out.ReceiptEmailKnown = pi.ReceiptEmail, true
+	}
 	amount, cur, err := money(pi.Amount, pi.Currency, "payment_intent.amount")
 	if err != nil {
 		return err
@@ -282,7 +289,7 @@ func (m *mapper) charge(typ string, obj json.RawMessage) error {
 	if err := m.setPayment(idOf(ch.PaymentIntent), ch.ID); err != nil {
 		return err
 	}
-	m.out.ReceiptEmail = or(ch.ReceiptEmail, ch.BillingDetails.Email)
+	m.out.ReceiptEmail, m.out.ReceiptEmailKnown = or(ch.ReceiptEmail, ch.BillingDetails.Email), true
 	amount, cur, err := money(ch.Amount, ch.Currency, "charge.amount")
 	if err != nil {
 		return err

@@ -14,9 +14,12 @@ import (
 
 // Payment is the read model of one payment: the fold of its facts.
 type Payment struct {
-	ID           string
-	Provider     string
-	ReceiptEmail string
+	ID       string
+	Provider string
+	// ReceiptEmail is where the customer's emails go; ReceiptEmailKnown
+	// tells an address nobody gave (known, empty) from one not yet seen.
+	ReceiptEmail      string
+	ReceiptEmailKnown bool
 	statemachine.Summary
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -33,13 +36,13 @@ type HistoryEntry struct {
 // ErrPaymentNotFound is returned when no payment has the given id.
 var ErrPaymentNotFound = errors.New("payment not found")
 
-const paymentColumns = `id, provider, coalesce(receipt_email, ''), status, currency,
+const paymentColumns = `id, provider, coalesce(receipt_email, ''), receipt_email IS NOT NULL, status, currency,
 	amount::text, amount_captured::text, amount_refunded::text, amount_disputed::text, created_at, updated_at`
 
 func scanPayment(row pgx.Row) (Payment, error) {
 	var p Payment
 	var amounts [4]string
-	err := row.Scan(&p.ID, &p.Provider, &p.ReceiptEmail, &p.State, &p.Currency,
+	err := row.Scan(&p.ID, &p.Provider, &p.ReceiptEmail, &p.ReceiptEmailKnown, &p.State, &p.Currency,
 		&amounts[0], &amounts[1], &amounts[2], &amounts[3], &p.CreatedAt, &p.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Payment{}, ErrPaymentNotFound
@@ -126,15 +129,17 @@ func Facts(ctx context.Context, q Querier, paymentID string) ([]statemachine.Fac
 }
 
 // SavePaymentTx writes the payment's new summary, and a history row when
-// its state changed.
+// its state changed. A known receipt email is kept once learnt: a later
+// report without one does not erase it.
 func SavePaymentTx(ctx context.Context, tx pgx.Tx, p Payment, previous statemachine.State, eventID string) error {
 	_, err := tx.Exec(ctx, `
 		UPDATE payments SET status = $2, currency = $3, amount = $4::numeric, amount_captured = $5::numeric,
 			amount_refunded = $6::numeric, amount_disputed = $7::numeric,
-			receipt_email = coalesce(nullif($8, ''), receipt_email), updated_at = now()
+			receipt_email = CASE WHEN $9 THEN coalesce(nullif($8, ''), receipt_email, '') ELSE receipt_email END,
+			updated_at = now()
 		WHERE id = $1`,
 		p.ID, p.State, p.Currency, p.Amount.String(), p.AmountCaptured.String(),
-		p.AmountRefunded.String(), p.AmountDisputed.String(), p.ReceiptEmail)
+		p.AmountRefunded.String(), p.AmountDisputed.String(), p.ReceiptEmail, p.ReceiptEmailKnown)
 	if err != nil {
 		return fmt.Errorf("save payment %s: %w", p.ID, err)
 	}
