@@ -67,6 +67,11 @@ func TestPaymentLedgerAndTrialBalanceRoutes(t *testing.T) {
 	require.Contains(t, first, "at")
 	last := history[len(history)-1].(map[string]any)
 	require.Equal(t, "refunded", last["to"])
+	emails := payment["emails"].([]any)
+	require.Len(t, emails, 2, "a receipt and a refund confirmation")
+	for _, e := range emails {
+		require.Equal(t, "skipped", e.(map[string]any)["status"], "no SMTP server is configured here")
+	}
 
 	var books struct {
 		Transactions []struct {

@@ -79,7 +79,11 @@ func (s *Server) getPayment(c echo.Context) error {
 		}
 		v.History = append(v.History, hv)
 	}
-	return writeJSON(c, http.StatusOK, s.withPaymentExtras(c, v))
+	full, err := s.withPaymentExtras(c, v)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, full)
 }
 
 // amount formats a decimal at its currency's scale ("360.00", "1000",
