@@ -4,7 +4,8 @@
 # there at its pinned version is not rebuilt (checked with `go version -m`),
 # so this is cheap to call before every test run. scripts/test.sh calls it.
 #
-#   mailpit  the SMTP server the email tests and `make run` use
+#   mailpit      the SMTP server the email tests and `make run` use
+#   stripe-mock  Stripe's API mock, for the reconciliation's request-shape test
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="$PWD/.tools/bin"
@@ -24,3 +25,4 @@ install() {
 }
 
 install github.com/axllent/mailpit v1.33.1
+install github.com/stripe/stripe-mock v0.203.0
