@@ -206,3 +206,181 @@ func TestOpenAPIDocumentIsConsistent(t *testing.T) {
 		}
 	}
 }
+
+// schemaChecker validates JSON values against the document's schemas, as
+// far as the document uses JSON Schema: $ref, allOf, oneOf, type (with
+// null), required, properties, items and enum.
+type schemaChecker struct {
+	t     *testing.T
+	whole map[string]any
+}
+
+func (sc schemaChecker) resolve(s map[string]any) map[string]any {
+	for {
+		ref, ok := s["$ref"].(string)
+		if !ok {
+			return s
+		}
+		var cur any = sc.whole
+		for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+			cur = cur.(map[string]any)[part]
+		}
+		s = cur.(map[string]any)
+	}
+}
+
+func jsonType(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case string:
+		return "string"
+	case float64:
+		if v == float64(int64(v)) {
+			return "integer"
+		}
+		return "number"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "unknown"
+}
+
+func (sc schemaChecker) check(where string, schema map[string]any, v any) {
+	sc.t.Helper()
+	schema = sc.resolve(schema)
+	if all, ok := schema["allOf"].([]any); ok {
+		for _, s := range all {
+			sc.check(where, s.(map[string]any), v)
+		}
+	}
+	if one, ok := schema["oneOf"].([]any); ok {
+		matched := 0
+		for _, s := range one {
+			sub := schemaChecker{t: &testing.T{}, whole: sc.whole}
+			if sub.matches(s.(map[string]any), v) {
+				matched++
+			}
+		}
+		require.Equal(sc.t, 1, matched, "%s: %v matches one of oneOf", where, v)
+	}
+	if typ, ok := schema["type"]; ok {
+		var allowed []string
+		switch typ := typ.(type) {
+		case string:
+			allowed = []string{typ}
+		case []any:
+			for _, x := range typ {
+				allowed = append(allowed, x.(string))
+			}
+		}
+		got := jsonType(v)
+		if got == "integer" && slices.Contains(allowed, "number") {
+			got = "number"
+		}
+		require.Contains(sc.t, allowed, got, "%s: type of %v", where, v)
+	}
+	if enum, ok := schema["enum"].([]any); ok {
+		require.Contains(sc.t, enum, v, "%s: enum", where)
+	}
+	obj, isObj := v.(map[string]any)
+	if isObj {
+		for _, r := range asStrings(schema["required"]) {
+			require.Contains(sc.t, obj, r, "%s: required property", where)
+		}
+		if props, ok := schema["properties"].(map[string]any); ok {
+			for name, ps := range props {
+				if pv, ok := obj[name]; ok {
+					sc.check(where+"."+name, ps.(map[string]any), pv)
+				}
+			}
+		}
+	}
+	if arr, ok := v.([]any); ok {
+		if items, ok := schema["items"].(map[string]any); ok {
+			for i, x := range arr {
+				sc.check(fmt.Sprintf("%s[%d]", where, i), items, x)
+			}
+		}
+	}
+}
+
+func (sc schemaChecker) matches(schema map[string]any, v any) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	schema = sc.resolve(schema)
+	if typ, has := schema["type"].(string); has && typ != jsonType(v) {
+		return false
+	}
+	if enum, has := schema["enum"].([]any); has && !slices.Contains(enum, v) {
+		return false
+	}
+	return true
+}
+
+func asStrings(v any) []string {
+	var out []string
+	if xs, ok := v.([]any); ok {
+		for _, x := range xs {
+			out = append(out, x.(string))
+		}
+	}
+	return out
+}
+
+// TestOpsAnswersMatchTheDocument: what the ops routes really answer fits the
+// schemas the document gives them, so the document cannot drift from the
+// code unnoticed.
+func TestOpsAnswersMatchTheDocument(t *testing.T) {
+	t.Parallel()
+	b := wiredEcho(t)
+	var whole map[string]any
+	require.NoError(t, json.Unmarshal(api.OpenAPI, &whole))
+	sc := schemaChecker{t: t, whole: whole}
+	b.seed(t, "evt_doc1", seedOpts{lastError: "boom"})
+	b.seed(t, "evt_doc2", seedOpts{lastError: "boom"})
+	b.failJobs(t, "evt_doc1", "first", "second")
+
+	for _, c := range []struct {
+		method, docPath, path, key, body string
+		status                           int
+	}{
+		{http.MethodGet, "/v1/ops/poison", "/v1/ops/poison", "", "", 200},
+		{http.MethodGet, "/v1/events/stripe/{event_id}", "/v1/events/stripe/evt_doc1", "", "", 200},
+		{http.MethodGet, "/v1/ops/stats", "/v1/ops/stats", "", "", 200},
+		{http.MethodPost, "/v1/ops/replay", "/v1/ops/replay", "doc-dry", `{"dry_run":true}`, 200},
+		{http.MethodPost, "/v1/ops/events/stripe/{event_id}/replay", "/v1/ops/events/stripe/evt_doc1/replay", "doc-r", `{"reason":"r"}`, 202},
+		{http.MethodPost, "/v1/ops/events/stripe/{event_id}/discard", "/v1/ops/events/stripe/evt_doc1/discard", "doc-d", `{"reason":"r"}`, 200},
+		{http.MethodPost, "/v1/ops/replay", "/v1/ops/replay", "doc-bulk", `{"status":"poison"}`, 202},
+		{http.MethodGet, "/v1/ops/audit", "/v1/ops/audit", "", "", 200},
+		{http.MethodPost, "/v1/ops/events/stripe/{event_id}/discard", "/v1/ops/events/stripe/evt_doc1/discard", "", "", 400},
+		{http.MethodPost, "/v1/ops/events/stripe/{event_id}/discard", "/v1/ops/events/stripe/evt_none/discard", "doc-404", `{"reason":"r"}`, 404},
+		{http.MethodGet, "/v1/ops/poison", "/v1/ops/poison", "", "", 401},
+	} {
+		token := opsTok
+		if c.status == 401 {
+			token = ""
+		}
+		rec := b.do(t, c.method, c.path, token, c.key, c.body)
+		where := fmt.Sprintf("%s %s → %d", c.method, c.path, c.status)
+		require.Equal(t, c.status, rec.Code, "%s: %s", where, rec.Body.String())
+		op := whole["paths"].(map[string]any)[c.docPath].(map[string]any)[strings.ToLower(c.method)].(map[string]any)
+		resp, ok := op["responses"].(map[string]any)[fmt.Sprint(c.status)].(map[string]any)
+		require.True(t, ok, "%s: status documented", where)
+		resp = sc.resolve(resp)
+		content := resp["content"].(map[string]any)
+		ct := strings.Split(rec.Header().Get(echo.HeaderContentType), ";")[0]
+		media, ok := content[ct].(map[string]any)
+		require.True(t, ok, "%s: content type %s documented", where, ct)
+		var v any
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &v))
+		sc.check(where, media["schema"].(map[string]any), v)
+	}
+}
