@@ -95,6 +95,13 @@ func NewReconcileWorker(runner *reconcile.Runner, logger *slog.Logger) *Reconcil
 // rescuer honours it, so a long run is not taken for a crashed one.
 func (w *ReconcileWorker) Timeout(*river.Job[ReconcileArgs]) time.Duration { return 30 * time.Minute }
 
+func (w *ReconcileWorker) logger() *slog.Logger {
+	if w.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return w.Logger
+}
+
 // Work implements river.Worker.
 func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs]) error {
 	runID := job.Args.RunID
@@ -108,7 +115,7 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 			return err
 		}
 		if !created && run.Status != reconcile.RunRunning {
-			w.Logger.InfoContext(ctx, "scheduled reconciliation already ran", "date", job.Args.Date, "run_id", run.ID)
+			w.logger().InfoContext(ctx, "scheduled reconciliation already ran", "date", job.Args.Date, "run_id", run.ID)
 			return nil
 		}
 		runID = run.ID
@@ -126,18 +133,18 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 	if errors.Is(err, reconcile.ErrNoAPIKey) {
 		// No retry can help until the server is configured.
 		if ferr := w.Runner.Fail(ctx, runID, err); ferr != nil {
-			w.Logger.ErrorContext(ctx, "mark reconciliation failed", "run_id", runID, "error", ferr.Error())
+			w.logger().ErrorContext(ctx, "mark reconciliation failed", "run_id", runID, "error", ferr.Error())
 		}
 		return river.JobCancel(err)
 	}
 	if job.Attempt >= job.MaxAttempts {
 		if ferr := w.Runner.Fail(ctx, runID, err); ferr != nil {
-			w.Logger.ErrorContext(ctx, "mark reconciliation failed", "run_id", runID, "error", ferr.Error())
+			w.logger().ErrorContext(ctx, "mark reconciliation failed", "run_id", runID, "error", ferr.Error())
 		}
 	} else if nerr := w.Runner.NoteError(ctx, runID, err); nerr != nil {
-		w.Logger.ErrorContext(ctx, "note reconciliation error", "run_id", runID, "error", nerr.Error())
+		w.logger().ErrorContext(ctx, "note reconciliation error", "run_id", runID, "error", nerr.Error())
 	}
-	w.Logger.WarnContext(ctx, "reconciliation attempt failed", "run_id", runID, "attempt", job.Attempt, "error", err.Error())
+	w.logger().WarnContext(ctx, "reconciliation attempt failed", "run_id", runID, "attempt", job.Attempt, "error", err.Error())
 	return err
 }
 
