@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,6 +16,10 @@ import (
 	"github.com/paygate/paygate/ledger"
 	"github.com/paygate/paygate/statemachine"
 )
+
+// recordRetryDelay is how long a job waits before trying again to record
+// that its event is poison, when the database refused the first time.
+const recordRetryDelay = 5 * time.Second
 
 // ErrPermanent marks a failure that no retry can fix (an impossible amount,
 // an unknown currency, a ref conflict): the event becomes poison at once.
@@ -49,8 +54,15 @@ func (w *ProcessEventWorker) Work(ctx context.Context, job *river.Job[ProcessEve
 		status = inbox.StatusPoison
 	}
 	if markErr := w.recordFailure(ctx, job.Args, status, err); markErr != nil {
-		// The job retries either way; the inbox catches up on the next try.
 		w.logger.ErrorContext(ctx, "record event failure", "event_id", job.Args.EventID, "error", markErr)
+		if status == inbox.StatusPoison {
+			// Ending the job now (cancelled, or discarded when out of
+			// attempts) would leave the event "received" with no job
+			// left to work it: lost to ops. Come back once the database
+			// answers again; a snooze spends no attempt.
+			return river.JobSnooze(recordRetryDelay)
+		}
+		// A transient failure retries anyway; the inbox catches up then.
 	}
 	w.logger.WarnContext(ctx, "event not applied", "provider", job.Args.Provider, "event_id", job.Args.EventID,
 		"attempt", job.Attempt, "status", status, "error", err.Error())
