@@ -1,0 +1,220 @@
+package reliability_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/paygate/paygate/internal/reliability"
+)
+
+// The suite runs short inside `make test` (a few dozen payments, one or two
+// faults per scenario) and long in `make reliability`
+// (PAYGATE_RELIABILITY=long: hundreds of payments, several kills, every kind
+// of database fault). PAYGATE_RELIABILITY_SEED replays a run.
+var (
+	long    = os.Getenv("PAYGATE_RELIABILITY") == "long"
+	seed, _ = strconv.ParseInt(os.Getenv("PAYGATE_RELIABILITY_SEED"), 10, 64)
+
+	reportsMu sync.Mutex
+	reports   []*reliability.Report
+)
+
+// recoveryTarget is the promise: every acknowledged event is applied within
+// a minute of the gateway's restart (jobs.Config: JobTimeout and
+// RescueStuckJobsAfter are short for it). A job cut off by SIGKILL stays
+// "running" until the leader's rescuer, which River runs every 30 seconds,
+// finds it older than RescueStuckJobsAfter.
+const recoveryTarget = 60 * time.Second
+
+func TestMain(m *testing.M) {
+	if n := reliability.SweepClusters(); n > 0 {
+		fmt.Fprintf(os.Stderr, "reliability: stopped %d private clusters left by an earlier, killed run\n", n)
+	}
+	code := m.Run()
+	reliability.RemoveBuild()
+
+	if len(reports) > 0 {
+		var b strings.Builder
+		reliability.PrintTable(&b, reports)
+		b.WriteString("\n")
+		for _, r := range reports {
+			r.Describe(&b)
+		}
+		fmt.Print("\n" + b.String())
+		if path := os.Getenv("PAYGATE_RELIABILITY_REPORT"); path != "" {
+			_ = os.WriteFile(path, []byte(b.String()), 0o644)
+		}
+	}
+	// The log scan runs after every scenario: no gateway process of the
+	// whole suite may have logged a secret, a token, a signature or a
+	// payload.
+	if leaks := reliability.ScanLogs(reliability.AllLogs.String()); len(leaks) > 0 {
+		fmt.Fprintf(os.Stderr, "reliability: %d forbidden strings in gateway logs:\n", len(leaks))
+		for i, l := range leaks {
+			if i == 20 {
+				break
+			}
+			fmt.Fprintf(os.Stderr, "  %s\n", l)
+		}
+		code = 1
+	} else if code == 0 {
+		fmt.Printf("log scan: %d bytes of gateway logs, no secret, token, signature or payload\n", len(reliability.AllLogs.String()))
+	}
+	os.Exit(code)
+}
+
+func record(r *reliability.Report) {
+	reportsMu.Lock()
+	defer reportsMu.Unlock()
+	reports = append(reports, r)
+}
+
+func pick[T any](short, full T) T {
+	if long {
+		return full
+	}
+	return short
+}
+
+// requireClean asserts the total-queue verdict: every event acknowledged,
+// nothing lost, nothing applied twice, the books equal to the model's.
+func requireClean(t *testing.T, res *reliability.Result) {
+	t.Helper()
+	r := res.Report
+	record(r)
+	var b strings.Builder
+	r.Describe(&b)
+	t.Log(b.String())
+	require.Equal(t, r.Attempted, r.Acknowledged, "every event is acknowledged in the end")
+	require.Zero(t, r.Lost, "lost")
+	require.Zero(t, r.Duplicated, "duplicated effects")
+	require.Zero(t, r.Unexpected, "events nobody sent")
+	require.Zero(t, r.PaymentsDiffering, "payments differing from the model")
+	require.Zero(t, r.TransactionsDiffering, "ledger lines differing from the model")
+	require.Zero(t, r.Unbalanced, "unbalanced currencies")
+	require.Zero(t, r.PoisonLeaks, "effects of poison events")
+	require.True(t, r.OK())
+}
+
+// TestCrash: the real binary is SIGKILLed at random points under a load of
+// signed events (1–3 copies each, shuffled, a share of them impossible) and
+// restarted; the sender retries whatever got no 2xx.
+func TestCrash(t *testing.T) {
+	t.Parallel()
+	kills := pick(2, 5)
+	faults := make([]reliability.Fault, kills)
+	for i := range faults {
+		faults[i] = reliability.FaultKill
+	}
+	res := reliability.Run(t, reliability.Scenario{
+		Name:        fmt.Sprintf("crash: %d SIGKILLs", kills),
+		Payments:    pick(60, 400),
+		PoisonEvery: 10,
+		Faults:      faults,
+		FaultGap:    [2]time.Duration{pick(time.Second, 2*time.Second), pick(2*time.Second, 5*time.Second)},
+		Rate:        pick(120.0, 150.0),
+		Seed:        seed,
+	})
+	requireClean(t, res)
+	require.Equal(t, kills, res.Report.Kills)
+	require.NotZero(t, res.Report.Poison, "the poison share reached the poison queue")
+	require.LessOrEqual(t, res.Report.MaxRecovery, recoveryTarget, "every acknowledged event applied within a minute of the restart")
+}
+
+// TestInstances: two, then three, instances on one database with the load
+// spread over them (and, in the long run, one of three killed): nothing is
+// applied twice, and the periodic jobs run once per period.
+func TestInstances(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("%d instances", n), func(t *testing.T) {
+			t.Parallel()
+			var faults []reliability.Fault
+			if long && n == 3 {
+				faults = []reliability.Fault{reliability.FaultKill}
+			}
+			res := reliability.Run(t, reliability.Scenario{
+				Name:        fmt.Sprintf("%d instances, one database", n),
+				Payments:    pick(40, 250),
+				PoisonEvery: 10,
+				Instances:   n,
+				Faults:      faults,
+				Concurrency: 12,
+				Seed:        seed,
+			})
+			requireClean(t, res)
+			requireOncePerPeriod(t, res)
+			if len(faults) > 0 {
+				require.LessOrEqual(t, res.Report.MaxRecovery, recoveryTarget)
+			}
+		})
+	}
+}
+
+// requireOncePerPeriod: River elects one leader among the instances, and
+// only the leader enqueues periodic jobs. The check uses the periodic job
+// every instance registers with RunOnStart (idempotency_purge, hourly):
+// however many instances started (and restarted), it ran once in the hour,
+// and the leader table names exactly one live leader.
+func requireOncePerPeriod(t *testing.T, res *reliability.Result) {
+	t.Helper()
+	ctx := context.Background()
+	var leaders int
+	require.NoError(t, res.Pool.QueryRow(ctx, `SELECT count(*) FROM river_leader WHERE expires_at > now()`).Scan(&leaders))
+	require.LessOrEqual(t, leaders, 1, "at most one leader at a time")
+
+	rows, err := res.Pool.Query(ctx, `
+		SELECT kind, date_trunc('hour', created_at) AS period, count(*)
+		FROM river_job WHERE kind IN ('idempotency_purge', 'reconcile_daily', 'reconcile')
+		GROUP BY 1, 2 ORDER BY 1, 2`)
+	require.NoError(t, err)
+	defer rows.Close()
+	periods := 0
+	for rows.Next() {
+		var kind string
+		var period time.Time
+		var n int
+		require.NoError(t, rows.Scan(&kind, &period, &n))
+		require.Equal(t, 1, n, "%s ran %d times in the period starting %s", kind, n, period)
+		periods++
+	}
+	require.NoError(t, rows.Err())
+	require.NotZero(t, periods, "the periodic job ran at all")
+}
+
+// TestDatabaseFaults: the private cluster has its paygate connections
+// dropped and is restarted (cleanly, and in the long run also crashed)
+// mid-load. While it is down the gateway answers 503 promptly, never a 2xx
+// and never a hang; it recovers by itself and loses nothing.
+func TestDatabaseFaults(t *testing.T) {
+	t.Parallel()
+	faults := pick(
+		[]reliability.Fault{reliability.FaultConnDrop, reliability.FaultDBRestart},
+		[]reliability.Fault{reliability.FaultConnDrop, reliability.FaultDBRestart, reliability.FaultConnDrop, reliability.FaultDBCrash, reliability.FaultDBRestart},
+	)
+	res := reliability.Run(t, reliability.Scenario{
+		Name:        "database restarts and dropped connections",
+		Payments:    pick(40, 250),
+		PoisonEvery: 10,
+		Faults:      faults,
+		FaultGap:    [2]time.Duration{time.Second, 2 * time.Second},
+		Downtime:    2 * time.Second,
+		Rate:        pick(100.0, 150.0),
+		Seed:        seed,
+	})
+	requireClean(t, res)
+	require.NotEmpty(t, res.Down)
+	require.NotEmpty(t, res.DownAttempts, "requests were made while the database was down")
+	for _, a := range res.DownAttempts {
+		require.Equal(t, 503, a.Status, "while the database is down every answer is 503 (got %d, %s)", a.Status, a.Err)
+		require.Less(t, a.Latency, 10*time.Second, "a 503 comes promptly, never a hang")
+	}
+}
