@@ -26,6 +26,8 @@ usage:
   paygate migrate                      apply the database migrations (safe to repeat)
   paygate serve                        run the HTTP server and the job workers
   paygate reconcile --date YYYY-MM-DD  reconcile one UTC day and print its summary
+  paygate poison list|show ID|replay ID|discard ID --reason R
+                                       review the poison queue from the box
 
 Configuration is read from the environment; see the README.
 `
