@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/internal/testdb"
+	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/ledger"
 	"github.com/paygate/paygate/reconcile"
 )
@@ -107,4 +110,22 @@ func TestReconcileCommandRecoversAndReports(t *testing.T) {
 	require.True(t, errors.Is(err, reconcile.ErrProvider), "%v", err)
 	require.Contains(t, out, "Reconciliation run 2 of 2025-03-14 (UTC): failed")
 	require.Contains(t, out, "Invalid API Key")
+}
+
+func TestReconcileWorkersConfiguration(t *testing.T) {
+	t.Parallel()
+	logger := slog.New(slog.DiscardHandler)
+	noClient := func() *jobs.Client { return nil }
+
+	_, err := reconcileWorkers(config{ReconcileAt: "0 25 * * *", StripeAPIKey: "sk_test_x"}, nil, logger, noClient)
+	require.ErrorIs(t, err, jobs.ErrInvalidCron)
+	require.ErrorContains(t, err, "PAYGATE_RECONCILE_AT")
+
+	hook, err := reconcileWorkers(config{ReconcileAt: "0 2 * * *", StripeAPIKey: "sk_test_x"}, nil, logger, noClient)
+	require.NoError(t, err)
+	require.Len(t, hook(river.NewWorkers()), 1, "the daily job")
+
+	hook, err = reconcileWorkers(config{ReconcileAt: "0 2 * * *"}, nil, logger, noClient)
+	require.NoError(t, err)
+	require.Empty(t, hook(river.NewWorkers()), "no key: no daily job, the worker only")
 }
