@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -155,21 +156,28 @@ func Compare(l Line, tx *ledger.Transaction) Item {
 // ledger lacks: a fee (Dr fees, Cr provider_balance) when the provider
 // charged it, an adjustment the other way round when it refunded it (a won
 // dispute returns its fee). paymentID ties it to the payment of the movement
-// it belongs to, when the ledger knows that movement.
-func FeeTransaction(l Line, paymentID string) ledger.Transaction {
+// it belongs to, when the ledger knows that movement; postedBy (PostedBy of
+// the run) goes where a webhook's posting keeps its event id, so the ledger
+// says which run booked the fee.
+func FeeTransaction(l Line, paymentID, postedBy string) ledger.Transaction {
 	amount := money(l.Amount, l.BT.Currency)
 	if amount.IsNegative() {
-		return ledger.NewFee(l.Ref, paymentID, "", l.BT.Currency, amount.Neg(), l.BT.Created)
+		return ledger.NewFee(l.Ref, paymentID, postedBy, l.BT.Currency, amount.Neg(), l.BT.Created)
 	}
 	return ledger.Transaction{
 		Ref: l.Ref, Kind: ledger.KindAdjustment, Currency: l.BT.Currency, OccurredAt: l.BT.Created,
-		PaymentID: paymentID,
+		PaymentID: paymentID, EventID: postedBy,
 		Entries: []ledger.Entry{
 			ledger.Debit(ledger.AccountProviderBalance, amount),
 			ledger.Credit(ledger.AccountFees, amount),
 		},
 	}
 }
+
+// PostedBy is the mark a run leaves on the fees it posts (in the ledger
+// transaction's event id): a retried attempt of the run recognises the fees
+// its earlier attempt posted and still reports them fee_posted.
+func PostedBy(runID int64) string { return fmt.Sprintf("reconciliation_run:%d", runID) }
 
 // categoryOfKind is the reporting category a ledger-only transaction falls
 // under in the report.

@@ -112,16 +112,17 @@ func TestCompare(t *testing.T) {
 func TestFeeTransaction(t *testing.T) {
 	t.Parallel()
 	charged := reconcile.Lines(reconcile.BalanceTransaction{ID: "txn_w", Type: "adjustment", ReportingCategory: "dispute", SourceID: "dp_1", Currency: "usd", Amount: -7000, Fee: 1500, Created: t0})[1]
-	fee := reconcile.FeeTransaction(charged, "pi_1")
+	fee := reconcile.FeeTransaction(charged, "pi_1", reconcile.PostedBy(7))
 	require.NoError(t, fee.Validate())
 	require.Equal(t, ledger.KindFee, fee.Kind)
 	require.Equal(t, "stripe:fee:txn_w", fee.Ref)
 	require.Equal(t, "15.00", ledger.Format(fee.Amount(), "usd"))
 	require.Equal(t, "-15.00", ledger.Format(reconcile.Effect(fee), "usd"))
 	require.Equal(t, "pi_1", fee.PaymentID)
+	require.Equal(t, "reconciliation_run:7", fee.EventID, "the ledger says which run booked it")
 
 	refunded := reconcile.Lines(reconcile.BalanceTransaction{ID: "txn_r", Type: "adjustment", ReportingCategory: "dispute_reversal", SourceID: "dp_1", Currency: "usd", Amount: 7000, Fee: -1500, Created: t0})[1]
-	back := reconcile.FeeTransaction(refunded, "")
+	back := reconcile.FeeTransaction(refunded, "", reconcile.PostedBy(7))
 	require.NoError(t, back.Validate())
 	require.Equal(t, ledger.KindAdjustment, back.Kind, "a refunded fee is Dr provider_balance, Cr fees")
 	require.Equal(t, "15.00", ledger.Format(reconcile.Effect(back), "usd"))

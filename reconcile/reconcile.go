@@ -71,6 +71,9 @@ var (
 	ErrRunFinished = errors.New("reconciliation run already finished")
 	// ErrProvider: the provider's API failed; the run can be retried.
 	ErrProvider = errors.New("provider API")
+	// ErrProviderRefused: the provider refused a request as invalid (with
+	// ErrProvider); a payout that cannot be listed by (a manual one) is.
+	ErrProviderRefused = errors.New("request refused")
 )
 
 // DateLayout is how days are written everywhere: 2025-03-14.

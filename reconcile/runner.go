@@ -142,7 +142,7 @@ func (r *Runner) Perform(ctx context.Context, runID int64) (Run, error) {
 	if err != nil {
 		return run, err
 	}
-	m := &matching{r: r, byRef: make(map[string]*ledger.Transaction, len(ledgerDay)), claimed: map[string]bool{}}
+	m := &matching{r: r, postedBy: PostedBy(run.ID), byRef: make(map[string]*ledger.Transaction, len(ledgerDay)), claimed: map[string]bool{}}
 	for i := range ledgerDay {
 		m.byRef[ledgerDay[i].Ref] = &ledgerDay[i]
 	}
@@ -210,10 +210,11 @@ func (r *Runner) Perform(ctx context.Context, runID int64) (Run, error) {
 // matching is one run's view of the ledger while it walks the provider's
 // records.
 type matching struct {
-	r       *Runner
-	byRef   map[string]*ledger.Transaction // the day's, and every ref looked up since
-	missing map[string]bool
-	claimed map[string]bool // refs a provider record of the day matched
+	r        *Runner
+	postedBy string                         // the mark on the fees this run posts
+	byRef    map[string]*ledger.Transaction // the day's, and every ref looked up since
+	missing  map[string]bool
+	claimed  map[string]bool // refs a provider record of the day matched
 }
 
 // lookup returns the ledger transaction with ref wherever the ledger dated
@@ -267,7 +268,11 @@ func (m *matching) record(ctx context.Context, bt BalanceTransaction) ([]Item, e
 			out = append(out, it)
 			continue
 		}
-		out = append(out, Compare(l, tx))
+		it := Compare(l, tx)
+		if l.Fee && tx != nil && tx.EventID == m.postedBy && it.Status == StatusMatched {
+			it.Status = StatusFeePosted // by an earlier attempt of this run
+		}
+		out = append(out, it)
 	}
 	return out, nil
 }
@@ -276,7 +281,7 @@ func (m *matching) record(ctx context.Context, bt BalanceTransaction) ([]Item, e
 // already (a concurrent run, or different content), the item compares with
 // what the ledger holds instead.
 func (m *matching) postFee(ctx context.Context, l Line, paymentID string) (Item, error) {
-	fee := FeeTransaction(l, paymentID)
+	fee := FeeTransaction(l, paymentID, m.postedBy)
 	var created bool
 	err := pgx.BeginFunc(ctx, m.r.cfg.Pool, func(tx pgx.Tx) error {
 		var err error
@@ -294,7 +299,7 @@ func (m *matching) postFee(ctx context.Context, l Line, paymentID string) (Item,
 	}
 	m.byRef[l.Ref] = &stored
 	it := Compare(l, &stored)
-	if created {
+	if (created || stored.EventID == m.postedBy) && it.Status == StatusMatched {
 		it.Status = StatusFeePosted
 	}
 	return it, nil
@@ -331,8 +336,8 @@ func (m *matching) atProvider(ctx context.Context, ref string) (BalanceTransacti
 }
 
 // payouts summarizes what each payout of the day settled. A payout the
-// provider cannot filter by (a manual one) keeps the error in its entry
-// rather than failing the run.
+// provider refuses to filter by (a manual one) keeps the error in its entry
+// rather than failing the run; any other failure fails the attempt.
 func (r *Runner) payouts(ctx context.Context, bts []BalanceTransaction) ([]PayoutSettlement, error) {
 	out := []PayoutSettlement{}
 	for _, bt := range bts {
@@ -344,7 +349,7 @@ func (r *Runner) payouts(ctx context.Context, bts []BalanceTransaction) ([]Payou
 			Amount: ledger.Format(money(-bt.Amount, bt.Currency), bt.Currency), SettledDays: []SettledDay{}}
 		settled, err := r.cfg.Provider.PayoutTransactions(ctx, bt.SourceID)
 		if err != nil {
-			if ctx.Err() != nil {
+			if !errors.Is(err, ErrProviderRefused) {
 				return nil, err
 			}
 			ps.Error = err.Error()

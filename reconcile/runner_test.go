@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -456,4 +457,70 @@ func TestScheduledRunIsOncePerDay(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, 2, b.world.Count(t, `SELECT count(*) FROM reconciliation_runs WHERE trigger = 'scheduled'`))
+}
+
+// flakyPayouts fails the payout listing once, after the fees are posted.
+type flakyPayouts struct {
+	reconcile.Provider
+	failed atomic.Bool
+}
+
+func (f *flakyPayouts) PayoutTransactions(ctx context.Context, id string) ([]reconcile.BalanceTransaction, error) {
+	if f.failed.CompareAndSwap(false, true) {
+		return nil, fmt.Errorf("%w: connection reset", reconcile.ErrProvider)
+	}
+	return f.Provider.PayoutTransactions(ctx, id)
+}
+
+// TestRetriedAttemptKeepsItsFees: an attempt that fails after posting fees
+// stores nothing; the retry completes the same run and still reports the
+// fees as posted by it (the ledger marks them with the run), once.
+func TestRetriedAttemptKeepsItsFees(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.sim.Pay(stripesim.PayOpts{Amount: 10000})
+	b.sim.Payout(5000, "usd")
+	b.deliver(t)
+	srv := b.sim.Start(t)
+	inner, err := reconcile.NewStripe(reconcile.StripeConfig{APIKey: b.sim.APIKey(), URL: srv.URL, MaxNetworkRetries: stripe.Int64(0)})
+	require.NoError(t, err)
+	runner := reconcile.New(reconcile.Config{Pool: b.world.Pool, Provider: &flakyPayouts{Provider: inner}})
+
+	ctx := context.Background()
+	run, err := reconcile.CreateRunTx(ctx, b.world.Pool, day, reconcile.TriggerAPI, "test")
+	require.NoError(t, err)
+	_, err = runner.Perform(ctx, run.ID)
+	require.ErrorIs(t, err, reconcile.ErrProvider)
+	require.NoError(t, runner.NoteError(ctx, run.ID, err))
+	require.Equal(t, 1, countRefs(t, b, "stripe:fee:%"), "the first attempt posted the charge's fee")
+	items, err := reconcile.Items(ctx, b.world.Pool, run.ID)
+	require.NoError(t, err)
+	require.Empty(t, items)
+	running, err := reconcile.GetRun(ctx, b.world.Pool, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, reconcile.RunRunning, running.Status)
+	require.Contains(t, running.Error, "connection reset")
+
+	done, err := runner.Perform(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, reconcile.RunCompleted, done.Status)
+	require.Empty(t, done.Error)
+	require.Equal(t, 1, done.Report.Summary[reconcile.StatusFeePosted])
+	require.Equal(t, 1, countRefs(t, b, "stripe:fee:%"))
+
+	_, err = runner.Perform(ctx, run.ID)
+	require.ErrorIs(t, err, reconcile.ErrRunFinished)
+}
+
+// TestPayoutTheProviderCannotList: a payout the provider refuses to filter
+// by keeps the reason in the report; the run completes.
+func TestPayoutTheProviderCannotList(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.sim.BalanceTransactionOnly(stripesim.BalanceTransactionOpts{Type: stripesim.TxnPayout, Source: "po_manual", Amount: -100})
+	run, items := b.run(t, day)
+	require.Len(t, run.Report.Payouts, 1)
+	require.Equal(t, "po_manual", run.Report.Payouts[0].PayoutID)
+	require.Contains(t, run.Report.Payouts[0].Error, "No such payout")
+	require.Equal(t, reconcile.StatusMissingInLedger, find(t, items, byRef("stripe:payout:po_manual")).Status)
 }

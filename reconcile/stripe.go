@@ -85,7 +85,14 @@ func dayRange(from, to time.Time) *stripe.RangeQueryParams {
 	return &stripe.RangeQueryParams{GreaterThanOrEqual: from.Unix(), LesserThan: to.Unix()}
 }
 
+// providerErr wraps a stripe-go failure in ErrProvider, and in
+// ErrProviderRefused too when Stripe answered that the request itself is
+// wrong (400 or 404): retrying it cannot help.
 func providerErr(what string, err error) error {
+	var se *stripe.Error
+	if errors.As(err, &se) && (se.HTTPStatusCode == http.StatusBadRequest || se.HTTPStatusCode == http.StatusNotFound) {
+		return fmt.Errorf("%w: %w: %s: %w", ErrProvider, ErrProviderRefused, what, err)
+	}
 	return fmt.Errorf("%w: %s: %w", ErrProvider, what, err)
 }
 
