@@ -143,6 +143,13 @@ func StripeEffects(payload []byte) (Effects, error) {
 			return Effects{}, fmt.Errorf("%w: %w", ErrPermanent, err)
 		}
 	}
+	// A movement the ledger would refuse (a zero payout) can never be
+	// applied either: say so here, where the contract promises it.
+	for _, t := range m.out.Postings {
+		if err := t.Validate(); err != nil {
+			return Effects{}, fmt.Errorf("%w: %w", ErrPermanent, err)
+		}
+	}
 	return m.out, nil
 }
 
