@@ -65,20 +65,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdMigrate(ctx, cfg, logger, stdout)
 	case "serve":
 		return cmdServe(ctx, cfg, logger)
+	case "reconcile":
+		return cmdReconcile(ctx, cfg, logger, args[1:], stdout)
+	case "poison":
+		return cmdPoison(ctx, cfg, logger, args[1:], stdout)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	default:
-		if fn, ok := extraCommands[args[0]]; ok {
-			return fn(ctx, cfg, logger, args[1:], stdout)
-		}
 		return usageError{fmt.Sprintf("unknown command %q", args[0])}
 	}
 }
-
-// extraCommands are the commands that build on later layers (reconcile,
-// poison); each registers itself from its own file.
-var extraCommands = map[string]func(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error{}
 
 func openPool(ctx context.Context, cfg config, maxConns int32) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)

@@ -32,8 +32,6 @@ Operates on the database directly, as the ops API does; actions are audited
 as cli:$USER.
 `
 
-func init() { extraCommands["poison"] = cmdPoison }
-
 // cmdPoison is the operators' view of the poison queue on the box itself:
 // the same package functions as the ops API, the same audit log.
 func cmdPoison(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {

@@ -20,8 +20,6 @@ import (
 	"github.com/paygate/paygate/webhook"
 )
 
-func init() { extraCommands["reconcile"] = cmdReconcile }
-
 // progressOut receives the reconcile command's progress lines.
 var progressOut io.Writer = os.Stderr
 
