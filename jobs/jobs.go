@@ -89,6 +89,12 @@ func (c *Config) withDefaults() {
 	}
 }
 
+// eventsFetchCooldown lets the events queue fetch again 2 ms after its last
+// fetch. River's default, 100 ms, caps a queue at MaxWorkers jobs per 100 ms
+// (200 events/s with 20 workers, whatever the machine), while a
+// process_event job takes a few milliseconds; see docs/performance.md.
+const eventsFetchCooldown = 2 * time.Millisecond
+
 // Client is the River client with paygate's insert helpers.
 type Client struct {
 	River  *river.Client[pgx.Tx]
@@ -122,7 +128,7 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	}
 	if !config.InsertOnly {
 		rc.Queues = map[string]river.QueueConfig{
-			QueueEvents:      {MaxWorkers: config.EventWorkers},
+			QueueEvents:      {MaxWorkers: config.EventWorkers, FetchCooldown: eventsFetchCooldown},
 			QueueEmail:       {MaxWorkers: 5},
 			QueueMaintenance: {MaxWorkers: 2},
 		}

@@ -118,10 +118,7 @@ func (w *ProcessEventWorker) applyEffectsTx(ctx context.Context, tx pgx.Tx, ev i
 	)
 	if fx.PaymentID != "" {
 		var err error
-		if payment, err = ledger.LockPaymentTx(ctx, tx, ev.Provider, fx.PaymentID); err != nil {
-			return err
-		}
-		if facts, err = ledger.Facts(ctx, tx, fx.PaymentID); err != nil {
+		if payment, facts, err = ledger.LockPaymentWithFactsTx(ctx, tx, ev.Provider, fx.PaymentID); err != nil {
 			return err
 		}
 		if len(facts) > 0 {

@@ -62,14 +62,47 @@ func scanPayment(row pgx.Row) (Payment, error) {
 // until tx ends. Every change to a payment happens under this lock, so two
 // events of one payment are applied one after the other.
 func LockPaymentTx(ctx context.Context, tx pgx.Tx, provider, id string) (Payment, error) {
-	if _, err := tx.Exec(ctx, `INSERT INTO payments (id, provider) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, id, provider); err != nil {
-		return Payment{}, fmt.Errorf("create payment %s: %w", id, err)
+	p, _, err := lockPaymentTx(ctx, tx, provider, id, false)
+	return p, err
+}
+
+// LockPaymentWithFactsTx is LockPaymentTx that also returns the payment's
+// stored facts, read under the lock, in one round trip to the database.
+func LockPaymentWithFactsTx(ctx context.Context, tx pgx.Tx, provider, id string) (Payment, []statemachine.Fact, error) {
+	return lockPaymentTx(ctx, tx, provider, id, true)
+}
+
+// lockPaymentTx pipelines its statements: they run one after the other as
+// if sent one by one (the lock is held before the facts are read), in one
+// round trip.
+func lockPaymentTx(ctx context.Context, tx pgx.Tx, provider, id string, withFacts bool) (Payment, []statemachine.Fact, error) {
+	batch := &pgx.Batch{}
+	batch.Queue(`INSERT INTO payments (id, provider) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, id, provider)
+	batch.Queue(`SELECT `+paymentColumns+` FROM payments WHERE id = $1 FOR UPDATE`, id)
+	if withFacts {
+		batch.Queue(selectFacts, id)
 	}
-	p, err := scanPayment(tx.QueryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE id = $1 FOR UPDATE`, id))
+	results := tx.SendBatch(ctx, batch)
+	defer results.Close()
+	if _, err := results.Exec(); err != nil {
+		return Payment{}, nil, fmt.Errorf("create payment %s: %w", id, err)
+	}
+	p, err := scanPayment(results.QueryRow())
 	if err != nil {
-		return Payment{}, fmt.Errorf("lock payment %s: %w", id, err)
+		return Payment{}, nil, fmt.Errorf("lock payment %s: %w", id, err)
 	}
-	return p, nil
+	if !withFacts {
+		return p, nil, results.Close()
+	}
+	rows, err := results.Query()
+	if err != nil {
+		return Payment{}, nil, fmt.Errorf("read facts of %s: %w", id, err)
+	}
+	facts, err := scanFacts(rows, id)
+	if err != nil {
+		return Payment{}, nil, err
+	}
+	return p, facts, results.Close()
 }
 
 // GetPayment returns one payment.
@@ -84,34 +117,77 @@ func GetPayment(ctx context.Context, q Querier, id string) (Payment, error) {
 }
 
 // AddFactsTx stores facts not yet known for the payment and returns the
-// ones that were new. A fact already stored under the same key is a
-// duplicate report and changes nothing.
+// ones that were new, in their order, with one statement. A fact already
+// stored under the same key, or given twice, is a duplicate report and
+// changes nothing.
 func AddFactsTx(ctx context.Context, tx pgx.Tx, paymentID string, facts []statemachine.Fact) ([]statemachine.Fact, error) {
-	var added []statemachine.Fact
-	for _, f := range facts {
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO payment_facts (payment_id, key, kind, object_id, amount, currency, event_id, occurred_at)
-			VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8)
-			ON CONFLICT ON CONSTRAINT payment_facts_pkey DO NOTHING`,
-			paymentID, f.Key(), f.Kind, f.ObjectID, f.Amount.String(), f.Currency, f.EventID, f.At)
-		if err != nil {
-			return nil, fmt.Errorf("store fact %s of %s: %w", f.Key(), paymentID, err)
+	if len(facts) == 0 {
+		return nil, nil
+	}
+	var (
+		keys      = make([]string, len(facts))
+		kinds     = make([]string, len(facts))
+		objects   = make([]string, len(facts))
+		amounts   = make([]string, len(facts))
+		currency  = make([]string, len(facts))
+		events    = make([]string, len(facts))
+		occurred  = make([]time.Time, len(facts))
+		positions = make(map[string]int, len(facts))
+	)
+	for i, f := range facts {
+		keys[i], kinds[i], objects[i], amounts[i] = f.Key(), string(f.Kind), f.ObjectID, f.Amount.String()
+		currency[i], events[i], occurred[i] = f.Currency, f.EventID, f.At
+		if _, seen := positions[keys[i]]; !seen {
+			positions[keys[i]] = i
 		}
-		if tag.RowsAffected() == 1 {
+	}
+	rows, err := tx.Query(ctx, `
+		INSERT INTO payment_facts (payment_id, key, kind, object_id, amount, currency, event_id, occurred_at)
+		SELECT $1, f.key, f.kind, f.object_id, f.amount::numeric, f.currency, f.event_id, f.occurred_at
+		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
+			WITH ORDINALITY AS f (key, kind, object_id, amount, currency, event_id, occurred_at, ord)
+		ORDER BY f.ord
+		ON CONFLICT ON CONSTRAINT payment_facts_pkey DO NOTHING
+		RETURNING key`,
+		paymentID, keys, kinds, objects, amounts, currency, events, occurred)
+	if err != nil {
+		return nil, fmt.Errorf("store %d facts of %s: %w", len(facts), paymentID, err)
+	}
+	defer rows.Close()
+	isNew := make([]bool, len(facts))
+	for rows.Next() {
+		var key string
+		if err := rows.Scan(&key); err != nil {
+			return nil, fmt.Errorf("store %d facts of %s: %w", len(facts), paymentID, err)
+		}
+		isNew[positions[key]] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store %d facts of %s: %w", len(facts), paymentID, err)
+	}
+	var added []statemachine.Fact
+	for i, f := range facts {
+		if isNew[i] {
 			added = append(added, f)
 		}
 	}
 	return added, nil
 }
 
+const selectFacts = `
+		SELECT kind, object_id, amount::text, currency, event_id, occurred_at
+		FROM payment_facts WHERE payment_id = $1 ORDER BY recorded_at, key`
+
 // Facts returns every fact stored for a payment.
 func Facts(ctx context.Context, q Querier, paymentID string) ([]statemachine.Fact, error) {
-	rows, err := q.Query(ctx, `
-		SELECT kind, object_id, amount::text, currency, event_id, occurred_at
-		FROM payment_facts WHERE payment_id = $1 ORDER BY recorded_at, key`, paymentID)
+	rows, err := q.Query(ctx, selectFacts, paymentID)
 	if err != nil {
 		return nil, fmt.Errorf("read facts of %s: %w", paymentID, err)
 	}
+	return scanFacts(rows, paymentID)
+}
+
+func scanFacts(rows pgx.Rows, paymentID string) ([]statemachine.Fact, error) {
 	defer rows.Close()
 	var out []statemachine.Fact
 	for rows.Next() {
@@ -120,19 +196,26 @@ func Facts(ctx context.Context, q Querier, paymentID string) ([]statemachine.Fac
 		if err := rows.Scan(&f.Kind, &f.ObjectID, &amount, &f.Currency, &f.EventID, &f.At); err != nil {
 			return nil, fmt.Errorf("read facts of %s: %w", paymentID, err)
 		}
+		var err error
 		if f.Amount, err = decimal.NewFromString(amount); err != nil {
 			return nil, fmt.Errorf("read facts of %s: %w", paymentID, err)
 		}
 		out = append(out, f)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read facts of %s: %w", paymentID, err)
+	}
+	return out, nil
 }
 
 // SavePaymentTx writes the payment's new summary, and a history row when
 // its state changed. A known receipt email is kept once learnt: a later
 // report without one does not erase it.
 func SavePaymentTx(ctx context.Context, tx pgx.Tx, p Payment, previous statemachine.State, eventID string) error {
-	_, err := tx.Exec(ctx, `
+	// One round trip: the history row, when there is one, is pipelined
+	// behind the update.
+	batch := &pgx.Batch{}
+	batch.Queue(`
 		UPDATE payments SET status = $2, currency = $3, amount = $4::numeric, amount_captured = $5::numeric,
 			amount_refunded = $6::numeric, amount_disputed = $7::numeric,
 			receipt_email = CASE WHEN $9 THEN coalesce(nullif($8, ''), receipt_email, '') ELSE receipt_email END,
@@ -140,15 +223,23 @@ func SavePaymentTx(ctx context.Context, tx pgx.Tx, p Payment, previous statemach
 		WHERE id = $1`,
 		p.ID, p.State, p.Currency, p.Amount.String(), p.AmountCaptured.String(),
 		p.AmountRefunded.String(), p.AmountDisputed.String(), p.ReceiptEmail, p.ReceiptEmailKnown)
-	if err != nil {
+	changed := previous != p.State
+	if changed {
+		batch.Queue(`INSERT INTO payment_history (payment_id, from_status, to_status, event_id) VALUES ($1, nullif($2, ''), $3, $4)`,
+			p.ID, previous, p.State, eventID)
+	}
+	results := tx.SendBatch(ctx, batch)
+	defer results.Close()
+	if _, err := results.Exec(); err != nil {
 		return fmt.Errorf("save payment %s: %w", p.ID, err)
 	}
-	if previous == p.State {
-		return nil
+	if changed {
+		if _, err := results.Exec(); err != nil {
+			return fmt.Errorf("record history of %s: %w", p.ID, err)
+		}
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO payment_history (payment_id, from_status, to_status, event_id) VALUES ($1, nullif($2, ''), $3, $4)`,
-		p.ID, previous, p.State, eventID); err != nil {
-		return fmt.Errorf("record history of %s: %w", p.ID, err)
+	if err := results.Close(); err != nil {
+		return fmt.Errorf("save payment %s: %w", p.ID, err)
 	}
 	return nil
 }
