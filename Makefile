@@ -19,6 +19,11 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
+# Ingest and end-to-end throughput against a pgbench baseline of the naive
+# transaction, in one run (docs/performance.md). About four minutes.
+bench:
+	@scripts/bench.sh
+
 # Prints the database URL `make run` uses (starting a private cluster if needed).
 db:
 	@scripts/db.sh

@@ -1,0 +1,538 @@
+// Command loadgen drives a running paygate with realistic, signed Stripe
+// webhooks and prints one table of what it measured; `make bench` runs it
+// (scripts/bench.sh) after a pgbench baseline in the same run.
+//
+// The events come from the Stripe simulator (internal/stripesim), signed
+// exactly as Stripe signs them: for distinct payments, charge.succeeded and
+// payment_intent.succeeded, and for a share of them a refund (refund.created,
+// charge.refunded, refund.updated, charge.refund.updated), shuffled, with a
+// share sent twice as Stripe's at-least-once delivery does. Every event is
+// signed before its phase starts, so the timed loops only send.
+//
+// Two phases:
+//
+//  1. throughput: -concurrency senders over keep-alive connections send the
+//     events as fast as paygate answers (a closed loop). Ingest events/s is
+//     requests answered per second; end-to-end events/s is distinct events
+//     per second from the first send until no inbox row is left `received`
+//     (every event applied to the ledger, or ignored, or poison), read from
+//     the database.
+//  2. latency: -rate events per second offered on a fixed schedule for
+//     -rate-duration (an open loop: each request's latency counts from when
+//     it was due, so a stall is not hidden by sending less).
+//
+// It is a benchmark tool, never part of paygate itself.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paygate/paygate/internal/stripesim"
+)
+
+type options struct {
+	url          string
+	secret       string
+	databaseURL  string
+	payments     int
+	refundShare  float64
+	dupShare     float64
+	concurrency  int
+	rate         int
+	rateDuration time.Duration
+	settle       time.Duration
+	pgbenchTPS   float64
+	pid          int
+	seed         uint64
+	profileOut   string
+	profileToken string
+	profileSecs  int
+	header       string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.url, "url", "http://127.0.0.1:8080/webhooks/stripe", "paygate's Stripe webhook endpoint")
+	flag.StringVar(&o.secret, "secret", stripesim.DefaultWebhookSecret, "webhook signing secret (one of PAYGATE_STRIPE_WEBHOOK_SECRETS)")
+	flag.StringVar(&o.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "paygate's database, to wait for every event to be applied")
+	flag.IntVar(&o.payments, "payments", 15000, "distinct payments in the throughput phase (2 events each, plus refunds)")
+	flag.Float64Var(&o.refundShare, "refunds", 0.1, "share of payments refunded (4 more events each)")
+	flag.Float64Var(&o.dupShare, "dups", 0.02, "share of events delivered twice")
+	flag.IntVar(&o.concurrency, "concurrency", 128, "concurrent senders in the throughput phase")
+	flag.IntVar(&o.rate, "rate", 1000, "events per second offered in the latency phase (0 skips it)")
+	flag.DurationVar(&o.rateDuration, "rate-duration", 10*time.Second, "length of the latency phase")
+	flag.DurationVar(&o.settle, "settle-timeout", 3*time.Minute, "longest wait for every event to be applied")
+	flag.Float64Var(&o.pgbenchTPS, "pgbench-tps", 0, "the pgbench baseline of this run, for the ratios")
+	flag.IntVar(&o.pid, "pid", 0, "paygate's process id, for its peak RSS")
+	flag.Uint64Var(&o.seed, "seed", 1, "seed of the simulated account and the shuffles")
+	flag.StringVar(&o.profileOut, "cpuprofile", "", "save paygate's CPU profile of the throughput phase here (needs -ops-token)")
+	flag.StringVar(&o.profileToken, "ops-token", "", "an ops bearer token, for /debug/pprof/")
+	flag.IntVar(&o.profileSecs, "cpuprofile-seconds", 20, "length of the CPU profile")
+	flag.StringVar(&o.header, "title", "", "a line printed above the table")
+	flag.Parse()
+	if err := run(context.Background(), o, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "loadgen: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// delivery is one pre-signed request.
+type delivery struct {
+	id        string
+	payload   []byte
+	signature string
+}
+
+type phaseResult struct {
+	sent      int
+	non2xx    int
+	errors    int
+	elapsed   time.Duration
+	latencies []time.Duration
+	firstBad  string
+}
+
+func run(ctx context.Context, o options, out io.Writer) error {
+	client := &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        4096,
+			MaxIdleConnsPerHost: 4096,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+		},
+	}
+	sim := stripesim.New(stripesim.Config{Seed: int64(o.seed), WebhookSecret: o.secret})
+	rng := mrand.New(mrand.NewPCG(o.seed, 0xbe5c4))
+
+	var db *pgx.Conn
+	if o.databaseURL != "" {
+		var err error
+		if db, err = pgx.Connect(ctx, o.databaseURL); err != nil {
+			return fmt.Errorf("connect to the database: %w", err)
+		}
+		defer db.Close(ctx)
+	}
+
+	// Throughput.
+	events := generate(sim, rng, o.payments, o.refundShare)
+	sends := withCopies(events, rng, o.dupShare)
+	fmt.Fprintf(os.Stderr, "loadgen: throughput phase: %d payments, %d events, %d requests, %d senders\n",
+		o.payments, len(events), len(sends), o.concurrency)
+	if o.profileOut != "" {
+		go profile(client, o)
+	}
+	start := time.Now()
+	tp := closedLoop(ctx, client, o.url, sign(sends, o.secret), o.concurrency)
+	batches := scrape(client, o.url)
+	var settled time.Duration
+	var poison int
+	if db != nil {
+		var err error
+		if settled, poison, err = settle(ctx, db, start, len(events), o.settle); err != nil {
+			return err
+		}
+	}
+
+	// Latency at an offered rate, on an idle system: fresh payments.
+	var lat phaseResult
+	if o.rate > 0 {
+		n := int(float64(o.rate) * o.rateDuration.Seconds())
+		extra := generate(sim, rng, n/2, o.refundShare)
+		if len(extra) > n {
+			extra = extra[:n]
+		}
+		fmt.Fprintf(os.Stderr, "loadgen: latency phase: %d events at %d/s\n", len(extra), o.rate)
+		lat = openLoop(ctx, client, o.url, sign(extra, o.secret), o.rate)
+		if db != nil {
+			if _, p, err := settle(ctx, db, time.Now(), len(events)+len(extra), o.settle); err != nil {
+				return err
+			} else {
+				poison = p
+			}
+		}
+	}
+	rss := peakRSS(o.pid)
+	report(out, o, len(events), tp, settled, lat, poison, rss, batches)
+	if tp.non2xx+tp.errors+lat.non2xx+lat.errors > 0 {
+		return fmt.Errorf("%d requests were not answered 2xx (first: %s)", tp.non2xx+tp.errors+lat.non2xx+lat.errors,
+			cmpOr(tp.firstBad, lat.firstBad))
+	}
+	return nil
+}
+
+// generate scripts payments on the simulator and returns their events,
+// shuffled: Stripe promises no order, and interleaving spreads the
+// payments' locks.
+func generate(sim *stripesim.Sim, rng *mrand.Rand, payments int, refundShare float64) []delivery {
+	before := len(sim.Events())
+	currencies := []string{"usd", "usd", "usd", "eur", "gbp", "jpy"}
+	for i := range payments {
+		p := sim.Pay(stripesim.PayOpts{
+			Amount:   int64(500 + rng.IntN(50000)),
+			Currency: currencies[rng.IntN(len(currencies))],
+			Email:    fmt.Sprintf("customer%d@example.com", i),
+		})
+		if rng.Float64() < refundShare {
+			sim.Refund(p, 0)
+		}
+	}
+	all := sim.Events()[before:]
+	out := make([]delivery, len(all))
+	for i, e := range all {
+		out[i] = delivery{id: e.ID, payload: e.Payload}
+	}
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// withCopies sends a share of the events a second time, a few positions
+// after the first, so that most copies race their original in flight or
+// in the same batch.
+func withCopies(events []delivery, rng *mrand.Rand, share float64) []delivery {
+	type later struct {
+		at int
+		d  delivery
+	}
+	out := make([]delivery, 0, len(events)+int(float64(len(events))*share)+1)
+	var pending []later
+	for i, e := range events {
+		out = append(out, e)
+		if rng.Float64() < share {
+			pending = append(pending, later{at: i + 1 + rng.IntN(32), d: e})
+		}
+		kept := pending[:0]
+		for _, p := range pending {
+			if p.at <= i {
+				out = append(out, p.d)
+			} else {
+				kept = append(kept, p)
+			}
+		}
+		pending = kept
+	}
+	for _, p := range pending {
+		out = append(out, p.d)
+	}
+	return out
+}
+
+// sign signs every delivery now, with Stripe's scheme.
+func sign(ds []delivery, secret string) []delivery {
+	now := time.Now()
+	out := make([]delivery, len(ds))
+	for i, d := range ds {
+		d.signature = stripesim.SignedRequest(d.payload, secret, now)
+		out[i] = d
+	}
+	return out
+}
+
+func post(ctx context.Context, client *http.Client, url string, d delivery) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(d.payload))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(stripesim.SignatureHeader, d.signature)
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// closedLoop sends every delivery with n senders, each sending its next as
+// soon as its last is answered.
+func closedLoop(ctx context.Context, client *http.Client, url string, ds []delivery, n int) phaseResult {
+	var (
+		next atomic.Int64
+		mu   sync.Mutex
+		res  phaseResult
+		wg   sync.WaitGroup
+	)
+	start := time.Now()
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var own phaseResult
+			own.latencies = make([]time.Duration, 0, len(ds)/n+1)
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(ds) {
+					break
+				}
+				t := time.Now()
+				code, err := post(ctx, client, url, ds[i])
+				own.record(time.Since(t), code, err)
+			}
+			mu.Lock()
+			res.merge(own)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	return res
+}
+
+// openLoop offers rate deliveries per second on a fixed schedule, each on
+// its own goroutine, whatever the answers' speed.
+func openLoop(ctx context.Context, client *http.Client, url string, ds []delivery, rate int) phaseResult {
+	var (
+		mu  sync.Mutex
+		res phaseResult
+		wg  sync.WaitGroup
+	)
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	for i, d := range ds {
+		due := start.Add(time.Duration(i) * interval)
+		if wait := time.Until(due); wait > 0 {
+			time.Sleep(wait)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, err := post(ctx, client, url, d)
+			lat := time.Since(due)
+			mu.Lock()
+			res.record(lat, code, err)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	return res
+}
+
+func (r *phaseResult) record(lat time.Duration, code int, err error) {
+	r.sent++
+	r.latencies = append(r.latencies, lat)
+	switch {
+	case err != nil:
+		r.errors++
+		if r.firstBad == "" {
+			r.firstBad = err.Error()
+		}
+	case code < 200 || code > 299:
+		r.non2xx++
+		if r.firstBad == "" {
+			r.firstBad = "HTTP " + strconv.Itoa(code)
+		}
+	}
+}
+
+func (r *phaseResult) merge(o phaseResult) {
+	r.sent += o.sent
+	r.non2xx += o.non2xx
+	r.errors += o.errors
+	r.latencies = append(r.latencies, o.latencies...)
+	if r.firstBad == "" {
+		r.firstBad = o.firstBad
+	}
+}
+
+func (r phaseResult) percentile(p float64) time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	s := slices.Clone(r.latencies)
+	slices.Sort(s)
+	i := int(p*float64(len(s))+0.5) - 1
+	return s[max(0, min(len(s)-1, i))]
+}
+
+// settle waits until no inbox row is left `received` (every answered
+// event is stored: a 2xx means committed), checks that the inbox holds all
+// events, and returns how long that took from start. The poll uses the
+// status index, so it costs the database next to nothing.
+func settle(ctx context.Context, db *pgx.Conn, start time.Time, events int, timeout time.Duration) (time.Duration, int, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		var pending bool
+		err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM inbox_events WHERE status = 'received')`).Scan(&pending)
+		if err != nil {
+			return 0, 0, fmt.Errorf("poll the inbox: %w", err)
+		}
+		if !pending {
+			took := time.Since(start)
+			var total, poison int
+			if err := db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'poison') FROM inbox_events`).Scan(&total, &poison); err != nil {
+				return 0, 0, fmt.Errorf("count the inbox: %w", err)
+			}
+			if total < events {
+				return 0, 0, fmt.Errorf("the inbox holds %d events, %d were sent and answered 2xx", total, events)
+			}
+			return took, poison, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("events still received after %s", timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// peakRSS reads the process's high-water resident set (VmHWM) in bytes.
+func peakRSS(pid int) int64 {
+	if pid <= 0 {
+		return 0
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// profile saves paygate's CPU profile of the throughput phase.
+func profile(client *http.Client, o options) {
+	u := strings.Replace(o.url, "/webhooks/stripe", "", 1) + "/debug/pprof/profile?seconds=" + strconv.Itoa(o.profileSecs)
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	req.Header.Set("Authorization", "Bearer "+o.profileToken)
+	c := *client
+	c.Timeout = time.Duration(o.profileSecs+10) * time.Second
+	resp, err := c.Do(req)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "loadgen: cpu profile: %v\n", err)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(os.Stderr, "loadgen: cpu profile: HTTP %d\n", resp.StatusCode)
+		return
+	}
+	f, err := os.Create(o.profileOut)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "loadgen: cpu profile: %v\n", err)
+		return
+	}
+	defer f.Close()
+	_, _ = io.Copy(f, resp.Body)
+	fmt.Fprintf(os.Stderr, "loadgen: cpu profile saved to %s\n", o.profileOut)
+}
+
+// batchStats are paygate's group-commit metrics after the throughput phase.
+type batchStats struct{ count, events, seconds float64 }
+
+// scrape reads the ingest batch metrics from paygate's /metrics; zero when
+// paygate runs one transaction per event.
+func scrape(client *http.Client, url string) batchStats {
+	var st batchStats
+	resp, err := client.Get(strings.Replace(url, "/webhooks/stripe", "", 1) + "/metrics")
+	if err != nil {
+		return st
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "paygate_ingest_batch_events_count":
+			st.count = v
+		case "paygate_ingest_batch_events_sum":
+			st.events = v
+		case "paygate_ingest_batch_seconds_sum":
+			st.seconds = v
+		}
+	}
+	return st
+}
+
+func report(out io.Writer, o options, events int, tp phaseResult, settled time.Duration, lat phaseResult, poison int, rss int64, batches batchStats) {
+	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) }
+	ingest := float64(tp.sent) / tp.elapsed.Seconds()
+	var e2e float64
+	if settled > 0 {
+		e2e = float64(events) / settled.Seconds()
+	}
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	ratio := func(v float64) (string, float64) {
+		if o.pgbenchTPS <= 0 {
+			return "n/a", 0
+		}
+		r := v / o.pgbenchTPS
+		return strconv.FormatFloat(r, 'f', 2, 64) + "×", r
+	}
+	non2xx := tp.non2xx + tp.errors + lat.non2xx + lat.errors
+	if o.header != "" {
+		fmt.Fprintln(out, o.header)
+	}
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "metric\tvalue\ttarget\t")
+	fmt.Fprintln(w, "------\t-----\t------\t")
+	fmt.Fprintf(w, "pgbench naive tps (32 clients, 1 inbox row + 1 job row per txn)\t%.0f\t\t\n", o.pgbenchTPS)
+	fmt.Fprintf(w, "ingest events/s (%d requests, %d senders)\t%.0f\t\t\n", tp.sent, o.concurrency, ingest)
+	r, rv := ratio(ingest)
+	fmt.Fprintf(w, "ingest / pgbench\t%s\t≥ 2.5× %s\t\n", r, verdict(rv >= 2.5))
+	fmt.Fprintf(w, "ingest latency p50 / p95 / p99 (ms)\t%s / %s / %s\t\t\n", ms(tp.percentile(.50)), ms(tp.percentile(.95)), ms(tp.percentile(.99)))
+	if batches.count > 0 {
+		fmt.Fprintf(w, "ingest transactions: count, mean events, mean commit (ms)\t%.0f, %.1f, %.1f\t\t\n",
+			batches.count, batches.events/batches.count, 1000*batches.seconds/batches.count)
+	}
+	if settled > 0 {
+		fmt.Fprintf(w, "end-to-end events/s (%d events applied in %.1fs)\t%.0f\t\t\n", events, settled.Seconds(), e2e)
+		r, rv = ratio(e2e)
+		fmt.Fprintf(w, "end-to-end / pgbench\t%s\t≥ 1.0× %s\t\n", r, verdict(rv >= 1.0))
+	}
+	if lat.sent > 0 {
+		fmt.Fprintf(w, "latency at %d events/s offered, p50 / p95 / p99 (ms)\t%s / %s / %s\t\t\n", o.rate, ms(lat.percentile(.50)), ms(lat.percentile(.95)), ms(lat.percentile(.99)))
+		fmt.Fprintf(w, "p99 at %d events/s offered (ms)\t%s\tp99 ≤ 50 ms %s\t\n", o.rate, ms(lat.percentile(.99)), verdict(lat.percentile(.99) <= 50*time.Millisecond))
+	}
+	if rss > 0 {
+		fmt.Fprintf(w, "peak RSS of paygate (VmHWM, MiB)\t%.0f\t≤ 200 MiB %s\t\n", float64(rss)/(1<<20), verdict(rss <= 200<<20))
+	}
+	fmt.Fprintf(w, "non-2xx answers (incl. transport errors)\t%d\t0 %s\t\n", non2xx, verdict(non2xx == 0))
+	fmt.Fprintf(w, "poison events (sanity: expected 0)\t%d\t\t\n", poison)
+	w.Flush()
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
