@@ -60,6 +60,7 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 	e.Use(requestLog(config.Logger))
 	e.Use(requestMetrics(config.Registry))
 	e.Use(middleware.Recover())
+	e.Use(refuseUnstorableText)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)

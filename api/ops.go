@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -158,6 +159,9 @@ func decodeBody(c echo.Context, v any) error {
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
+	}
+	if !utf8.Valid(body) || bytes.Contains(body, []byte(`\u0000`)) {
+		return badRequest("text in the body must be valid UTF-8 without NUL characters")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
