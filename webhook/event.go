@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -54,6 +55,10 @@ func DecodeStripeEvent(payload []byte) (Event, error) {
 		return Event{}, fmt.Errorf("%w: oversized api_version", ErrNotAnEvent)
 	case !isJSONObject(env.Data.Object):
 		return Event{}, fmt.Errorf("%w: data.object is not an object", ErrNotAnEvent)
+	case strings.ContainsRune(env.ID+env.Type+env.APIVersion, 0):
+		// PostgreSQL text cannot hold NUL: storing it would fail the
+		// commit, answered 503, and the provider would retry forever.
+		return Event{}, fmt.Errorf("%w: NUL character in id, type or api_version", ErrNotAnEvent)
 	}
 	e := Event{
 		Provider:   ProviderStripe,
