@@ -35,10 +35,16 @@ type Leak struct {
 }
 
 // ScanLogs returns every line of logs that contains a secret, a token, a
-// signature or payload data.
-func ScanLogs(logs string) []Leak {
+// signature or payload data: the harness's own secrets and tokens, the
+// extra secrets given, and anything shaped like them.
+func ScanLogs(logs string, secrets ...string) []Leak {
 	var out []Leak
 	for _, line := range strings.Split(logs, "\n") {
+		for _, s := range secrets {
+			if s != "" && strings.Contains(line, s) {
+				out = append(out, Leak{What: "configured secret", Line: strings.ReplaceAll(line, s, "<configured secret>")})
+			}
+		}
 		for _, p := range leakPatterns {
 			if loc := p.re.FindStringIndex(line); loc != nil {
 				masked := line[:loc[0]] + "<" + p.what + ">" + line[loc[1]:]

@@ -33,7 +33,9 @@ const (
 	FaultConnDrop Fault = "conn-drop"
 )
 
-func (f Fault) needsCluster() bool { return f == FaultDBRestart || f == FaultDBCrash || f == FaultConnDrop }
+func (f Fault) needsCluster() bool {
+	return f == FaultDBRestart || f == FaultDBCrash || f == FaultConnDrop
+}
 
 // Scenario describes one run: a workload delivered to some instances while
 // faults are injected.
@@ -65,7 +67,7 @@ type Result struct {
 	Report   *Report
 	Workload *Workload
 	Gateways []*Gateway
-	Cluster  *Cluster     // nil when the run used the shared test server
+	Cluster  *Cluster      // nil when the run used the shared test server
 	Pool     *pgxpool.Pool // the gateways' database, read by the harness
 	Logs     *Logs
 	// Down lists the windows when the database was stopped; DownAttempts

@@ -1,0 +1,225 @@
+package webhook_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/webhook"
+)
+
+// TestSignatureComparisonIsConstantTime reads the package's source: the
+// signature check compares with hmac.Equal or crypto/subtle, never with
+// bytes.Equal, ==, or an early exit out of the comparison loops, and no
+// other file compares signatures (or anything hex-encoded) some other way.
+// A source check cannot flake the way a timing measurement does.
+func TestSignatureComparisonIsConstantTime(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	var verify *ast.FuncDecl
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		require.NoError(t, err)
+		f, err := parser.ParseFile(fset, name, src, 0)
+		require.NoError(t, err)
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.FuncDecl:
+				if n.Name.Name == "VerifyStripeSignature" {
+					verify = n
+				}
+			case *ast.CallExpr:
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok {
+					call := fmt.Sprintf("%s.%s", sel.X, sel.Sel.Name)
+					require.NotContains(t, []string{"bytes.Equal", "bytes.Compare", "strings.EqualFold", "reflect.DeepEqual"}, call,
+						"%s: variable-time comparison", fset.Position(n.Pos()))
+				}
+			case *ast.BinaryExpr:
+				if n.Op == token.EQL || n.Op == token.NEQ {
+					for _, side := range []ast.Expr{n.X, n.Y} {
+						if call, ok := side.(*ast.CallExpr); ok {
+							fn := fmt.Sprint(call.Fun)
+							require.NotContains(t, []string{"string", "hex.EncodeToString", "&{hex EncodeToString}"}, fn,
+								"%s: == on encoded bytes is a variable-time comparison", fset.Position(n.Pos()))
+						}
+					}
+				}
+			}
+			return true
+		})
+	}
+	require.NotNil(t, verify, "VerifyStripeSignature exists")
+
+	constantTime := 0
+	ast.Inspect(verify.Body, func(n ast.Node) bool {
+		if call, ok := n.(*ast.CallExpr); ok {
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
+				switch fmt.Sprintf("%s.%s", sel.X, sel.Sel.Name) {
+				case "hmac.Equal", "subtle.ConstantTimeCompare":
+					constantTime++
+				}
+			}
+		}
+		return true
+	})
+	ast.Inspect(verify.Body, func(n ast.Node) bool {
+		// The loops over secrets and signatures run to the end: how long
+		// they take must not say which one matched.
+		if loop, ok := n.(*ast.RangeStmt); ok {
+			ast.Inspect(loop.Body, func(m ast.Node) bool {
+				switch m := m.(type) {
+				case *ast.ReturnStmt:
+					t.Errorf("%s: return inside a comparison loop", fset.Position(m.Pos()))
+				case *ast.BranchStmt:
+					if m.Tok == token.BREAK || m.Tok == token.GOTO {
+						t.Errorf("%s: %s inside a comparison loop", fset.Position(m.Pos()), m.Tok)
+					}
+				}
+				return true
+			})
+			return false
+		}
+		return true
+	})
+	require.NotZero(t, constantTime, "VerifyStripeSignature compares with hmac.Equal or subtle.ConstantTimeCompare")
+}
+
+// recordingIngester stores nothing and counts what it was given.
+type recordingIngester struct {
+	mu     sync.Mutex
+	events []webhook.Event
+}
+
+func (r *recordingIngester) Ingest(_ context.Context, e webhook.Event) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+	return false, nil
+}
+
+func (r *recordingIngester) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.events)
+}
+
+// TestTimestampWindowBothWays: at a fixed clock, through the HTTP handler,
+// a signature exactly 300s old or 300s ahead is accepted and one second
+// beyond either edge is refused before anything reaches the inbox.
+func TestTimestampWindowBothWays(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	in := &recordingIngester{}
+	e, _ := api.NewEcho(api.Config{})
+	webhook.NewHandler(webhook.Config{Ingester: in, StripeSecrets: []string{secretA}, Now: func() time.Time { return now }}).Register(e)
+	body := eventBody("evt_window")
+	for _, tc := range []struct {
+		offset time.Duration
+		status int
+	}{
+		{-301 * time.Second, http.StatusBadRequest},
+		{-300 * time.Second, http.StatusOK},
+		{0, http.StatusOK},
+		{300 * time.Second, http.StatusOK},
+		{301 * time.Second, http.StatusBadRequest},
+		{-24 * time.Hour, http.StatusBadRequest},
+		{24 * time.Hour, http.StatusBadRequest},
+	} {
+		before := in.count()
+		req := httptest.NewRequest(http.MethodPost, "/webhooks/stripe", bytes.NewReader(body))
+		req.Header.Set("Stripe-Signature", sign(t, body, secretA, now.Add(tc.offset)))
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		require.Equal(t, tc.status, rec.Code, "signed %s from now: %s", tc.offset, rec.Body.String())
+		if tc.status != http.StatusOK {
+			require.Equal(t, before, in.count(), "a refused request reaches nothing")
+		}
+	}
+}
+
+// TestBodyLimitBeforeAnythingElse: a body over the limit is refused with 413
+// whether it declares its length or streams it chunked, and whether or not
+// it is signed: it is never read beyond the limit nor handed on.
+func TestBodyLimitBeforeAnythingElse(t *testing.T) {
+	t.Parallel()
+	in := &recordingIngester{}
+	e, _ := api.NewEcho(api.Config{})
+	webhook.NewHandler(webhook.Config{Ingester: in, StripeSecrets: []string{secretA}, MaxBodyBytes: 2048}).Register(e)
+	event := eventBody("evt_limit")
+	padded := func(n int) []byte {
+		return append(append([]byte(nil), event...), bytes.Repeat([]byte(" "), n-len(event))...)
+	}
+	for _, tc := range []struct {
+		name    string
+		body    []byte
+		chunked bool
+		signed  bool
+		status  int
+	}{
+		{"at the limit", padded(2048), false, true, http.StatusOK},
+		{"at the limit, chunked", padded(2048), true, true, http.StatusOK},
+		{"one byte over", padded(2049), false, true, http.StatusRequestEntityTooLarge},
+		{"one byte over, chunked", padded(2049), true, true, http.StatusRequestEntityTooLarge},
+		{"far over, unsigned", bytes.Repeat([]byte("x"), 1<<20), false, false, http.StatusRequestEntityTooLarge},
+		{"far over, unsigned, chunked", bytes.Repeat([]byte("x"), 1<<20), true, false, http.StatusRequestEntityTooLarge},
+	} {
+		before := in.count()
+		req := httptest.NewRequest(http.MethodPost, "/webhooks/stripe", bytes.NewReader(tc.body))
+		if tc.chunked {
+			req.ContentLength = -1
+			req.Body = io.NopCloser(struct{ io.Reader }{bytes.NewReader(tc.body)})
+		}
+		if tc.signed {
+			req.Header.Set("Stripe-Signature", sign(t, tc.body, secretA, time.Now()))
+		}
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		require.Equal(t, tc.status, rec.Code, tc.name)
+		if tc.status != http.StatusOK {
+			require.Equal(t, before, in.count(), "%s: nothing handed on", tc.name)
+		}
+	}
+}
+
+// TestUnstorableIdentifiersAreRefused: an event whose id or type holds a NUL
+// or invalid UTF-8 cannot be stored as text; it is refused as not an event
+// (400, the sender's error) instead of failing the commit as a 503 that a
+// provider would retry forever.
+func TestUnstorableIdentifiersAreRefused(t *testing.T) {
+	t.Parallel()
+	for name, body := range map[string]string{
+		"NUL in id":            `{"id":"evt_\u0000x","object":"event","type":"charge.succeeded","data":{"object":{}}}`,
+		"NUL in type":          `{"id":"evt_1","object":"event","type":"charge.\u0000","data":{"object":{}}}`,
+		"NUL in api_version":   `{"id":"evt_1","object":"event","type":"x","api_version":"\u0000","data":{"object":{}}}`,
+		"invalid UTF-8 in id":  "{\"id\":\"evt_\xff\",\"object\":\"event\",\"type\":\"x\",\"data\":{\"object\":{}}}",
+		"lone surrogate in id": `{"id":"evt_\ud800","object":"event","type":"x","data":{"object":{}}}`,
+	} {
+		ev, err := webhook.DecodeStripeEvent([]byte(body))
+		if err == nil {
+			// A lone surrogate decodes to U+FFFD, which is storable.
+			require.True(t, strings.ContainsRune(ev.ID, '\uFFFD') && !strings.ContainsRune(ev.ID, 0), "%s accepted as %q", name, ev.ID)
+			continue
+		}
+		require.ErrorIs(t, err, webhook.ErrNotAnEvent, name)
+	}
+}
