@@ -24,6 +24,16 @@ fmt:
 bench:
 	@scripts/bench.sh
 
+# The reliability and security suite: fuzzing, security checks against the
+# real binary, SIGKILLs under load, several instances, database restarts;
+# prints the total-queue table (docs/reliability.md). About eight minutes.
+reliability:
+	@scripts/reliability.sh
+
+# Every fuzz target for FUZZTIME (default 30s) each.
+fuzz:
+	@scripts/reliability.sh fuzz
+
 # Prints the database URL `make run` uses (starting a private cluster if needed).
 db:
 	@scripts/db.sh
