@@ -55,10 +55,15 @@ type Config struct {
 	EventWorkers       int // concurrent process_event jobs; default 20
 	// JobTimeout bounds one attempt. River only rescues a job left running
 	// by a crashed process after RescueStuckJobsAfter, so both are set
-	// deliberately short: an acknowledged event must be applied within
-	// about a minute of a restart.
-	JobTimeout           time.Duration // default 30s
-	RescueStuckJobsAfter time.Duration // default 45s
+	// deliberately short: an acknowledged event must be applied within a
+	// minute of a restart. River's rescuer looks every 30 seconds (fixed)
+	// on the leader, so the worst case is RescueStuckJobsAfter plus a
+	// rescuer period plus the first retry's backoff: about 50s with these
+	// defaults (the reliability suite measures it). Workers with a longer
+	// Timeout of their own (reconcile, send_email) are not rescued before
+	// it elapses: River honours per-worker timeouts.
+	JobTimeout           time.Duration // default 10s
+	RescueStuckJobsAfter time.Duration // default 15s
 	// FetchCooldown and FetchPollInterval tune how quickly workers pick up
 	// new jobs (River's defaults when zero); tests shorten them.
 	FetchCooldown     time.Duration
@@ -82,10 +87,10 @@ func (c *Config) withDefaults() {
 		c.EventWorkers = 20
 	}
 	if c.JobTimeout <= 0 {
-		c.JobTimeout = 30 * time.Second
+		c.JobTimeout = 10 * time.Second
 	}
 	if c.RescueStuckJobsAfter <= 0 {
-		c.RescueStuckJobsAfter = 45 * time.Second
+		c.RescueStuckJobsAfter = 15 * time.Second
 	}
 }
 
