@@ -21,6 +21,7 @@ var leakPatterns = []struct {
 	{"signature header name", regexp.MustCompile(`(?i)stripe-signature`)},
 	{"signature timestamp", regexp.MustCompile(`\bt=\d{9,}`)},
 	{"v1 signature", regexp.MustCompile(`v1=[0-9a-f]{16,}`)},
+	{"provider API key", regexp.MustCompile(`[sr]k_(test|live)_[A-Za-z0-9]+`)},
 	{"bearer credential", regexp.MustCompile(`(?i)bearer\s+[A-Za-z0-9._~+/-]{8,}`)},
 	{"payload: customer email", regexp.MustCompile(`buyer-\d+@example\.test`)},
 	{"payload: JSON object field", regexp.MustCompile(`\\?"object\\?"\s*:\s*\\?"(event|charge|payment_intent|refund|dispute|payout)`)},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -60,6 +61,10 @@ type Scenario struct {
 	SettleTimeout time.Duration
 	// Env adds gateway settings.
 	Env []string
+	// Reconcile serves the simulator's API to the gateways and schedules
+	// the daily reconciliation every minute (PAYGATE_RECONCILE_AT), so that
+	// several instances have a periodic job to agree on.
+	Reconcile bool
 }
 
 // Result is a finished run, for scenario-specific checks.
@@ -144,12 +149,20 @@ func Run(t *testing.T, sc Scenario) *Result {
 	w := res.Workload
 	t.Logf("%s: seed %d, %d events in %d waves, %d payments", sc.Name, w.Sim.Seed(), len(w.Events()), len(w.Waves), len(w.Payments))
 
+	env := append([]string(nil), sc.Env...)
+	if sc.Reconcile {
+		api := httptest.NewServer(w.Sim.Handler())
+		t.Cleanup(api.Close)
+		env = append(env, "PAYGATE_STRIPE_API_KEY="+w.Sim.APIKey(), "PAYGATE_STRIPE_API_URL="+api.URL,
+			"PAYGATE_RECONCILE_AT=* * * * *")
+	}
+
 	model := NewModel(t)
 	modelErr := make(chan error, 1)
 	go func() { modelErr <- model.Apply(ctx, w) }()
 
 	for i := range sc.Instances {
-		g, err := NewGateway(GatewayConfig{Binary: bin, DatabaseURL: dbURL, Env: sc.Env, Logs: res.Logs})
+		g, err := NewGateway(GatewayConfig{Binary: bin, DatabaseURL: dbURL, Env: env, Logs: res.Logs})
 		if err != nil {
 			t.Fatal(err)
 		}
