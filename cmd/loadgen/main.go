@@ -138,9 +138,15 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	sends := withCopies(events, rng, o.dupShare)
 	fmt.Fprintf(os.Stderr, "loadgen: throughput phase: %d payments, %d events, %d requests, %d senders\n",
 		o.payments, len(events), len(sends), o.concurrency)
+	var profiled sync.WaitGroup
 	if o.profileOut != "" {
-		go profile(client, o)
+		profiled.Add(1)
+		go func() {
+			defer profiled.Done()
+			profile(client, o)
+		}()
 	}
+	defer profiled.Wait()
 	start := time.Now()
 	tp := closedLoop(ctx, client, o.url, sign(sends, o.secret), o.concurrency)
 	batches := scrape(client, o.url)
@@ -205,9 +211,9 @@ func generate(sim *stripesim.Sim, rng *mrand.Rand, payments int, refundShare flo
 	return out
 }
 
-// withCopies sends a share of the events a second time, a few positions
-// after the first, so that most copies race their original in flight or
-// in the same batch.
+// withCopies sends a share of the events a second time, up to a few
+// thousand deliveries after the first, as a provider's retry would: most
+// copies find their original committed, some race it in flight.
 func withCopies(events []delivery, rng *mrand.Rand, share float64) []delivery {
 	type later struct {
 		at int
@@ -218,7 +224,7 @@ func withCopies(events []delivery, rng *mrand.Rand, share float64) []delivery {
 	for i, e := range events {
 		out = append(out, e)
 		if rng.Float64() < share {
-			pending = append(pending, later{at: i + 1 + rng.IntN(32), d: e})
+			pending = append(pending, later{at: i + 1 + rng.IntN(4000), d: e})
 		}
 		kept := pending[:0]
 		for _, p := range pending {
