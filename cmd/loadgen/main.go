@@ -53,6 +53,7 @@ type options struct {
 	secret       string
 	databaseURL  string
 	payments     int
+	warmup       int
 	refundShare  float64
 	dupShare     float64
 	concurrency  int
@@ -74,6 +75,7 @@ func main() {
 	flag.StringVar(&o.secret, "secret", stripesim.DefaultWebhookSecret, "webhook signing secret (one of PAYGATE_STRIPE_WEBHOOK_SECRETS)")
 	flag.StringVar(&o.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "paygate's database, to wait for every event to be applied")
 	flag.IntVar(&o.payments, "payments", 15000, "distinct payments in the throughput phase (2 events each, plus refunds)")
+	flag.IntVar(&o.warmup, "warmup", 2000, "payments applied and analyzed before measuring (needs -database-url)")
 	flag.Float64Var(&o.refundShare, "refunds", 0.1, "share of payments refunded (4 more events each)")
 	flag.Float64Var(&o.dupShare, "dups", 0.02, "share of events delivered twice")
 	flag.IntVar(&o.concurrency, "concurrency", 128, "concurrent senders in the throughput phase")
@@ -133,6 +135,31 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		defer db.Close(ctx)
 	}
 
+	// Warm-up: a gateway in service has history, and PostgreSQL has
+	// statistics of it. On empty tables the plans cached for the ledger's
+	// commit-time checks and River's queries are sequential scans, until
+	// autovacuum's first ANALYZE a minute or more later.
+	if db != nil && o.warmup > 0 {
+		warm := generate(sim, rng, o.warmup, o.refundShare)
+		fmt.Fprintf(os.Stderr, "loadgen: warm-up: %d events\n", len(warm))
+		res := closedLoop(ctx, client, o.url, sign(warm, o.secret), o.concurrency)
+		if res.non2xx+res.errors > 0 {
+			return fmt.Errorf("warm-up: %d requests not answered 2xx (first: %s)", res.non2xx+res.errors, res.firstBad)
+		}
+		if _, _, err := settle(ctx, db, time.Now(), len(warm), o.settle); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+		if _, err := db.Exec(ctx, "ANALYZE"); err != nil {
+			return fmt.Errorf("warm-up: analyze: %w", err)
+		}
+	}
+	stored := 0
+	if db != nil {
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM inbox_events`).Scan(&stored); err != nil {
+			return fmt.Errorf("count the inbox: %w", err)
+		}
+	}
+
 	// Throughput.
 	events := generate(sim, rng, o.payments, o.refundShare)
 	sends := withCopies(events, rng, o.dupShare)
@@ -147,14 +174,15 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}()
 	}
 	defer profiled.Wait()
+	before := scrape(client, o.url)
 	start := time.Now()
 	tp := closedLoop(ctx, client, o.url, sign(sends, o.secret), o.concurrency)
-	batches := scrape(client, o.url)
+	batches := scrape(client, o.url).minus(before)
 	var settled time.Duration
 	var poison int
 	if db != nil {
 		var err error
-		if settled, poison, err = settle(ctx, db, start, len(events), o.settle); err != nil {
+		if settled, poison, err = settle(ctx, db, start, stored+len(events), o.settle); err != nil {
 			return err
 		}
 	}
@@ -170,7 +198,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		fmt.Fprintf(os.Stderr, "loadgen: latency phase: %d events at %d/s\n", len(extra), o.rate)
 		lat = openLoop(ctx, client, o.url, sign(extra, o.secret), o.rate)
 		if db != nil {
-			if _, p, err := settle(ctx, db, time.Now(), len(events)+len(extra), o.settle); err != nil {
+			if _, p, err := settle(ctx, db, time.Now(), stored+len(events)+len(extra), o.settle); err != nil {
 				return err
 			} else {
 				poison = p
@@ -450,6 +478,10 @@ func profile(client *http.Client, o options) {
 
 // batchStats are paygate's group-commit metrics after the throughput phase.
 type batchStats struct{ count, events, seconds float64 }
+
+func (a batchStats) minus(b batchStats) batchStats {
+	return batchStats{count: a.count - b.count, events: a.events - b.events, seconds: a.seconds - b.seconds}
+}
 
 // scrape reads the ingest batch metrics from paygate's /metrics; zero when
 // paygate runs one transaction per event.
