@@ -257,10 +257,19 @@ func (g *Gateway) Stop() {
 }
 
 // Running reports whether a process is up.
+// A process that exited on its own is not running.
 func (g *Gateway) Running() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.running
+	if !g.running {
+		return false
+	}
+	select {
+	case <-g.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // Kills is how many times Kill killed a process.

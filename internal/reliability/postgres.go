@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -216,8 +217,31 @@ func pgBinDir() (string, error) {
 	return "", ErrNoPostgresTools
 }
 
-// freePort returns a loopback TCP port nobody listens on right now.
+// freePort returns a loopback TCP port nobody uses right now, below the
+// kernel's ephemeral range when it can: a gateway or a cluster is restarted
+// on its port after a kill, and a port from the ephemeral range may by then
+// be the source port of some outgoing connection, which makes the new
+// listen fail.
 func freePort() (int, error) {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	const floor = 10000
+	if low > floor+1000 {
+		for range 200 {
+			port := floor + mrand.IntN(low-floor)
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+			if err == nil {
+				ln.Close()
+				return port, nil
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

@@ -196,9 +196,23 @@ func requireOncePerPeriod(t *testing.T, res *reliability.Result) {
 		require.NoError(t, rows.Err())
 		rows.Close()
 		if !strings.Contains(q.what, "runs") { // a run row appears once the job has started
-			require.NotZero(t, periods, "%s: the periodic job ran at all", q.what)
+			require.NotZero(t, periods, "%s: the periodic job ran at all; the gateways said:\n%s", q.what, periodicLog(res.Logs.String()))
 		}
 	}
+}
+
+// periodicLog picks the gateway log lines that explain periodic jobs and
+// leadership.
+func periodicLog(logs string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(logs, "\n") {
+		l := strings.ToLower(line)
+		if strings.Contains(l, "periodic") || strings.Contains(l, "leader") || strings.Contains(l, "elector") ||
+			strings.Contains(l, "reconcil") || strings.Contains(l, `"level":"error"`) {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }
 
 // TestDatabaseFaults: the private cluster has its paygate connections

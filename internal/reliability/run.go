@@ -238,6 +238,15 @@ func Run(t *testing.T, sc Scenario) *Result {
 		t.Errorf("fault injection: %v", err)
 	}
 
+	if sc.Reconcile {
+		// The leader enqueues the run-on-start periodic jobs a moment after
+		// it is elected; under load that moment can be late. Wait for them
+		// (bounded) before stopping, so the once-per-period check that
+		// follows is never vacuous.
+		if err := waitPeriodic(ctx, res.Pool, time.Minute); err != nil {
+			t.Errorf("periodic jobs: %v", err)
+		}
+	}
 	for _, g := range res.Gateways {
 		if !g.Running() {
 			t.Errorf("gateway %s is not running at the end (it should recover from every fault by itself)", g.Addr())
@@ -429,4 +438,29 @@ func describePending(ctx context.Context, pool *pgxpool.Pool) string {
 		fmt.Fprintf(&b, "  %s %s %s attempts=%d last_error=%q jobs=[%s]\n", id, typ, status, attempts, lastErr, jobs)
 	}
 	return b.String()
+}
+
+// waitPeriodic waits until the leader has enqueued both periodic jobs every
+// instance registers: the Idempotency-Key purge and the scheduled
+// reconciliation.
+func waitPeriodic(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		var purge, reconcile int
+		err := pool.QueryRow(ctx, `
+			SELECT count(*) FILTER (WHERE kind = 'idempotency_purge'),
+			       count(*) FILTER (WHERE kind = 'reconcile' AND (args->>'scheduled')::boolean)
+			FROM river_job`).Scan(&purge, &reconcile)
+		if err == nil && purge > 0 && reconcile > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			var leader string
+			_ = pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(leader_id || ' until ' || expires_at::text, ', '), 'none') FROM river_leader`).Scan(&leader)
+			return fmt.Errorf("not enqueued within %s (purge jobs %d, scheduled reconcile jobs %d, leader %s, last error %v)", timeout, purge, reconcile, leader, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
