@@ -10,9 +10,11 @@
 #      with fsync), into the real tables of the migrated bench database, then
 #      empties them;
 #   4. starts `paygate serve` on that database and drives it with
-#      bin/loadgen (pre-signed simulator events), which prints the table.
+#      bin/loadgen (pre-signed simulator events);
+#   5. stops paygate, runs the pgbench baseline once more, and prints the
+#      table, the ratios against the mean of the two baselines.
 #
-# Knobs (environment): BENCH_PAYMENTS (15000), BENCH_CONCURRENCY (128),
+# Knobs (environment): BENCH_PAYMENTS (12000), BENCH_CONCURRENCY (128),
 # BENCH_RATE (1000 events/s offered), BENCH_RATE_SECONDS (10),
 # BENCH_PGBENCH_SECONDS (15), BENCH_PROFILE=1 saves a CPU profile of the
 # throughput phase in tmp/bench/cpu.pprof, BENCH_INGEST=tx builds paygate with
@@ -58,13 +60,18 @@ host=${hostport%:*}
 port=${hostport##*:}
 
 secs=${BENCH_PGBENCH_SECONDS:-15}
-say "pgbench baseline: 32 clients, ${secs}s, scripts/bench_naive_ingest.sql"
-"$pgbench" -h "$host" -p "$port" -U postgres -n -c 32 -j 2 -T "$secs" \
-  -f scripts/bench_naive_ingest.sql "$db" >"$out/pgbench.log" 2>&1 || { cat "$out/pgbench.log" >&2; exit 1; }
-tps=$(sed -nE 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' "$out/pgbench.log")
-[[ -n "$tps" ]] || { cat "$out/pgbench.log" >&2; say "could not read pgbench's tps"; exit 1; }
-say "pgbench: $tps tps"
-"$psql" "$url" -qc "TRUNCATE inbox_events, river_job RESTART IDENTITY" -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
+baseline() { # prints the tps of one pgbench run of the naive transaction
+  "$pgbench" -h "$host" -p "$port" -U postgres -n -c 32 -j 2 -T "$secs" \
+    -f scripts/bench_naive_ingest.sql "$db" >"$out/pgbench-$1.log" 2>&1 || { cat "$out/pgbench-$1.log" >&2; return 1; }
+  local tps
+  tps=$(sed -nE 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' "$out/pgbench-$1.log")
+  [[ -n "$tps" ]] || { cat "$out/pgbench-$1.log" >&2; say "could not read pgbench's tps"; return 1; }
+  say "pgbench ($1): $tps tps"
+  echo "$tps"
+}
+say "pgbench baseline: 32 clients, ${secs}s, scripts/bench_naive_ingest.sql, before and after paygate"
+tps_before=$(baseline before)
+"$psql" "$url" -qc "TRUNCATE inbox_events, river_job RESTART IDENTITY" -c "CHECKPOINT" >/dev/null
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 addr_port=18080
@@ -88,6 +95,12 @@ profile=()
 mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)
 title="paygate make bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $mem RAM, PostgreSQL $pgver (fsync=$fsync, synchronous_commit=$synccommit), ingest=${BENCH_INGEST:-batch}"
 bin/loadgen -url "http://127.0.0.1:$addr_port/webhooks/stripe" -secret "$secret" -database-url "$url" \
-  -payments "${BENCH_PAYMENTS:-15000}" -concurrency "${BENCH_CONCURRENCY:-128}" \
+  -payments "${BENCH_PAYMENTS:-12000}" -concurrency "${BENCH_CONCURRENCY:-128}" \
   -rate "${BENCH_RATE:-1000}" -rate-duration "${BENCH_RATE_SECONDS:-10}s" \
-  -pgbench-tps "$tps" -pid "$pid" -title "$title" "${profile[@]}"
+  -pid "$pid" -title "$title" -save "$out/results.json" "${profile[@]}"
+stop
+trap - EXIT
+# The second baseline, with paygate stopped, brackets the measurement: on a
+# shared machine the load drifts, and the ratios use the mean of the two.
+tps_after=$(baseline after)
+bin/loadgen -report "$out/results.json" -pgbench-tps "$tps_before,$tps_after"

@@ -28,6 +28,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -60,7 +61,9 @@ type options struct {
 	rate         int
 	rateDuration time.Duration
 	settle       time.Duration
-	pgbenchTPS   float64
+	pgbenchTPS   string
+	save         string
+	load         string
 	pid          int
 	seed         uint64
 	profileOut   string
@@ -82,7 +85,9 @@ func main() {
 	flag.IntVar(&o.rate, "rate", 1000, "events per second offered in the latency phase (0 skips it)")
 	flag.DurationVar(&o.rateDuration, "rate-duration", 10*time.Second, "length of the latency phase")
 	flag.DurationVar(&o.settle, "settle-timeout", 3*time.Minute, "longest wait for every event to be applied")
-	flag.Float64Var(&o.pgbenchTPS, "pgbench-tps", 0, "the pgbench baseline of this run, for the ratios")
+	flag.StringVar(&o.pgbenchTPS, "pgbench-tps", "", "the pgbench baselines of this run, comma-separated (before,after): the ratios use their mean")
+	flag.StringVar(&o.save, "save", "", "write the measurements to this JSON file instead of printing the table")
+	flag.StringVar(&o.load, "report", "", "print the table of measurements saved with -save (and -pgbench-tps)")
 	flag.IntVar(&o.pid, "pid", 0, "paygate's process id, for its peak RSS")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the simulated account and the shuffles")
 	flag.StringVar(&o.profileOut, "cpuprofile", "", "save paygate's CPU profile of the throughput phase here (needs -ops-token)")
@@ -90,10 +95,69 @@ func main() {
 	flag.IntVar(&o.profileSecs, "cpuprofile-seconds", 20, "length of the CPU profile")
 	flag.StringVar(&o.header, "title", "", "a line printed above the table")
 	flag.Parse()
-	if err := run(context.Background(), o, os.Stdout); err != nil {
+	if err := main1(o); err != nil {
 		fmt.Fprintf(os.Stderr, "loadgen: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+func main1(o options) error {
+	var m measurements
+	if o.load != "" {
+		b, err := os.ReadFile(o.load)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return fmt.Errorf("read %s: %w", o.load, err)
+		}
+	} else {
+		var err error
+		if m, err = run(context.Background(), o); err != nil {
+			return err
+		}
+	}
+	if o.save != "" {
+		b, err := json.MarshalIndent(m, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(o.save, b, 0o644)
+	}
+	var baselines []float64
+	for _, v := range strings.Split(o.pgbenchTPS, ",") {
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f > 0 {
+			baselines = append(baselines, f)
+		}
+	}
+	report(os.Stdout, m, baselines)
+	if m.Non2xx > 0 {
+		return fmt.Errorf("%d requests were not answered 2xx (first: %s)", m.Non2xx, m.FirstBad)
+	}
+	return nil
+}
+
+// measurements are what one run measured, in the units the table shows.
+type measurements struct {
+	Title          string  `json:"title"`
+	Concurrency    int     `json:"concurrency"`
+	Requests       int     `json:"requests"`
+	IngestSeconds  float64 `json:"ingest_seconds"`
+	P50, P95, P99  float64 // ms, throughput phase
+	Events         int     `json:"events"`
+	SettledSeconds float64 `json:"settled_seconds"` // 0: not measured
+	Rate           int     `json:"rate"`
+	RateRequests   int     `json:"rate_requests"`
+	RateP50        float64 `json:"rate_p50_ms"`
+	RateP95        float64 `json:"rate_p95_ms"`
+	RateP99        float64 `json:"rate_p99_ms"`
+	Non2xx         int     `json:"non_2xx"` // both phases, transport errors included
+	FirstBad       string  `json:"first_bad,omitempty"`
+	Poison         int     `json:"poison"`
+	PeakRSS        int64   `json:"peak_rss_bytes"`
+	Batches        float64 `json:"batches"`
+	BatchEvents    float64 `json:"batch_events"`
+	BatchSeconds   float64 `json:"batch_seconds"`
 }
 
 // delivery is one pre-signed request.
@@ -112,7 +176,8 @@ type phaseResult struct {
 	firstBad  string
 }
 
-func run(ctx context.Context, o options, out io.Writer) error {
+func run(ctx context.Context, o options) (measurements, error) {
+	m := measurements{Title: o.header, Concurrency: o.concurrency, Rate: o.rate}
 	client := &http.Client{
 		Timeout: 30 * time.Second,
 		Transport: &http.Transport{
@@ -130,7 +195,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if o.databaseURL != "" {
 		var err error
 		if db, err = pgx.Connect(ctx, o.databaseURL); err != nil {
-			return fmt.Errorf("connect to the database: %w", err)
+			return m, fmt.Errorf("connect to the database: %w", err)
 		}
 		defer db.Close(ctx)
 	}
@@ -144,19 +209,19 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		fmt.Fprintf(os.Stderr, "loadgen: warm-up: %d events\n", len(warm))
 		res := closedLoop(ctx, client, o.url, sign(warm, o.secret), o.concurrency)
 		if res.non2xx+res.errors > 0 {
-			return fmt.Errorf("warm-up: %d requests not answered 2xx (first: %s)", res.non2xx+res.errors, res.firstBad)
+			return m, fmt.Errorf("warm-up: %d requests not answered 2xx (first: %s)", res.non2xx+res.errors, res.firstBad)
 		}
 		if _, _, err := settle(ctx, db, time.Now(), len(warm), o.settle); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
+			return m, fmt.Errorf("warm-up: %w", err)
 		}
 		if _, err := db.Exec(ctx, "ANALYZE"); err != nil {
-			return fmt.Errorf("warm-up: analyze: %w", err)
+			return m, fmt.Errorf("warm-up: analyze: %w", err)
 		}
 	}
 	stored := 0
 	if db != nil {
 		if err := db.QueryRow(ctx, `SELECT count(*) FROM inbox_events`).Scan(&stored); err != nil {
-			return fmt.Errorf("count the inbox: %w", err)
+			return m, fmt.Errorf("count the inbox: %w", err)
 		}
 	}
 
@@ -183,7 +248,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if db != nil {
 		var err error
 		if settled, poison, err = settle(ctx, db, start, stored+len(events), o.settle); err != nil {
-			return err
+			return m, err
 		}
 	}
 
@@ -199,20 +264,25 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		lat = openLoop(ctx, client, o.url, sign(extra, o.secret), o.rate)
 		if db != nil {
 			if _, p, err := settle(ctx, db, time.Now(), stored+len(events)+len(extra), o.settle); err != nil {
-				return err
+				return m, err
 			} else {
 				poison = p
 			}
 		}
 	}
-	rss := peakRSS(o.pid)
-	report(out, o, len(events), tp, settled, lat, poison, rss, batches)
-	if tp.non2xx+tp.errors+lat.non2xx+lat.errors > 0 {
-		return fmt.Errorf("%d requests were not answered 2xx (first: %s)", tp.non2xx+tp.errors+lat.non2xx+lat.errors,
-			cmpOr(tp.firstBad, lat.firstBad))
-	}
-	return nil
+	m.Requests, m.IngestSeconds = tp.sent, tp.elapsed.Seconds()
+	m.P50, m.P95, m.P99 = ms(tp.percentile(.50)), ms(tp.percentile(.95)), ms(tp.percentile(.99))
+	m.Events, m.SettledSeconds = len(events), settled.Seconds()
+	m.RateRequests = lat.sent
+	m.RateP50, m.RateP95, m.RateP99 = ms(lat.percentile(.50)), ms(lat.percentile(.95)), ms(lat.percentile(.99))
+	m.Non2xx = tp.non2xx + tp.errors + lat.non2xx + lat.errors
+	m.FirstBad = cmpOr(tp.firstBad, lat.firstBad)
+	m.Poison, m.PeakRSS = poison, peakRSS(o.pid)
+	m.Batches, m.BatchEvents, m.BatchSeconds = batches.count, batches.events, batches.seconds
+	return m, nil
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // generate scripts payments on the simulator and returns their events,
 // shuffled: Stripe promises no order, and interleaving spreads the
@@ -515,12 +585,17 @@ func scrape(client *http.Client, url string) batchStats {
 	return st
 }
 
-func report(out io.Writer, o options, events int, tp phaseResult, settled time.Duration, lat phaseResult, poison int, rss int64, batches batchStats) {
-	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) }
-	ingest := float64(tp.sent) / tp.elapsed.Seconds()
+func report(out io.Writer, m measurements, baselines []float64) {
+	var pgbench float64
+	var shown []string
+	for _, b := range baselines {
+		pgbench += b / float64(len(baselines))
+		shown = append(shown, strconv.FormatFloat(b, 'f', 0, 64))
+	}
+	ingest := float64(m.Requests) / m.IngestSeconds
 	var e2e float64
-	if settled > 0 {
-		e2e = float64(events) / settled.Seconds()
+	if m.SettledSeconds > 0 {
+		e2e = float64(m.Events) / m.SettledSeconds
 	}
 	verdict := func(ok bool) string {
 		if ok {
@@ -529,42 +604,45 @@ func report(out io.Writer, o options, events int, tp phaseResult, settled time.D
 		return "MISSED"
 	}
 	ratio := func(v float64) (string, float64) {
-		if o.pgbenchTPS <= 0 {
+		if pgbench <= 0 {
 			return "n/a", 0
 		}
-		r := v / o.pgbenchTPS
+		r := v / pgbench
 		return strconv.FormatFloat(r, 'f', 2, 64) + "×", r
 	}
-	non2xx := tp.non2xx + tp.errors + lat.non2xx + lat.errors
-	if o.header != "" {
-		fmt.Fprintln(out, o.header)
+	if m.Title != "" {
+		fmt.Fprintln(out, m.Title)
 	}
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "metric\tvalue\ttarget\t")
 	fmt.Fprintln(w, "------\t-----\t------\t")
-	fmt.Fprintf(w, "pgbench naive tps (32 clients, 1 inbox row + 1 job row per txn)\t%.0f\t\t\n", o.pgbenchTPS)
-	fmt.Fprintf(w, "ingest events/s (%d requests, %d senders)\t%.0f\t\t\n", tp.sent, o.concurrency, ingest)
+	if len(baselines) > 1 {
+		fmt.Fprintf(w, "pgbench tps, naive txn, 32 clients (%s; mean)\t%.0f\t\t\n", strings.Join(shown, " before, ")+" after", pgbench)
+	} else {
+		fmt.Fprintf(w, "pgbench tps, naive txn, 32 clients\t%.0f\t\t\n", pgbench)
+	}
+	fmt.Fprintf(w, "ingest events/s (%d requests, %d senders)\t%.0f\t\t\n", m.Requests, m.Concurrency, ingest)
 	r, rv := ratio(ingest)
 	fmt.Fprintf(w, "ingest / pgbench\t%s\t≥ 2.5× %s\t\n", r, verdict(rv >= 2.5))
-	fmt.Fprintf(w, "ingest latency p50 / p95 / p99 (ms)\t%s / %s / %s\t\t\n", ms(tp.percentile(.50)), ms(tp.percentile(.95)), ms(tp.percentile(.99)))
-	if batches.count > 0 {
+	fmt.Fprintf(w, "ingest latency p50 / p95 / p99 (ms)\t%.1f / %.1f / %.1f\t\t\n", m.P50, m.P95, m.P99)
+	if m.Batches > 0 {
 		fmt.Fprintf(w, "ingest transactions: count, mean events, mean commit (ms)\t%.0f, %.1f, %.1f\t\t\n",
-			batches.count, batches.events/batches.count, 1000*batches.seconds/batches.count)
+			m.Batches, m.BatchEvents/m.Batches, 1000*m.BatchSeconds/m.Batches)
 	}
-	if settled > 0 {
-		fmt.Fprintf(w, "end-to-end events/s (%d events applied in %.1fs)\t%.0f\t\t\n", events, settled.Seconds(), e2e)
+	if e2e > 0 {
+		fmt.Fprintf(w, "end-to-end events/s (%d events applied in %.1fs)\t%.0f\t\t\n", m.Events, m.SettledSeconds, e2e)
 		r, rv = ratio(e2e)
 		fmt.Fprintf(w, "end-to-end / pgbench\t%s\t≥ 1.0× %s\t\n", r, verdict(rv >= 1.0))
 	}
-	if lat.sent > 0 {
-		fmt.Fprintf(w, "latency at %d events/s offered, p50 / p95 / p99 (ms)\t%s / %s / %s\t\t\n", o.rate, ms(lat.percentile(.50)), ms(lat.percentile(.95)), ms(lat.percentile(.99)))
-		fmt.Fprintf(w, "p99 at %d events/s offered (ms)\t%s\tp99 ≤ 50 ms %s\t\n", o.rate, ms(lat.percentile(.99)), verdict(lat.percentile(.99) <= 50*time.Millisecond))
+	if m.RateRequests > 0 {
+		fmt.Fprintf(w, "latency at %d events/s offered, p50 / p95 / p99 (ms)\t%.1f / %.1f / %.1f\t\t\n", m.Rate, m.RateP50, m.RateP95, m.RateP99)
+		fmt.Fprintf(w, "p99 at %d events/s offered (ms)\t%.1f\t≤ 50 ms %s\t\n", m.Rate, m.RateP99, verdict(m.RateP99 <= 50))
 	}
-	if rss > 0 {
-		fmt.Fprintf(w, "peak RSS of paygate (VmHWM, MiB)\t%.0f\t≤ 200 MiB %s\t\n", float64(rss)/(1<<20), verdict(rss <= 200<<20))
+	if m.PeakRSS > 0 {
+		fmt.Fprintf(w, "peak RSS of paygate (VmHWM, MiB)\t%.0f\t≤ 200 MiB %s\t\n", float64(m.PeakRSS)/(1<<20), verdict(m.PeakRSS <= 200<<20))
 	}
-	fmt.Fprintf(w, "non-2xx answers (incl. transport errors)\t%d\t0 %s\t\n", non2xx, verdict(non2xx == 0))
-	fmt.Fprintf(w, "poison events (sanity: expected 0)\t%d\t\t\n", poison)
+	fmt.Fprintf(w, "non-2xx answers (incl. transport errors)\t%d\t0 %s\t\n", m.Non2xx, verdict(m.Non2xx == 0))
+	fmt.Fprintf(w, "poison events (sanity: expected 0)\t%d\t\t\n", m.Poison)
 	w.Flush()
 }
 
