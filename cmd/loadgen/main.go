@@ -35,6 +35,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -162,9 +163,9 @@ type measurements struct {
 
 // delivery is one pre-signed request.
 type delivery struct {
-	id        string
-	payload   []byte
-	signature string
+	id      string
+	payload []byte
+	request []byte // the whole HTTP/1.1 request, signed, as sent
 }
 
 type phaseResult struct {
@@ -188,6 +189,12 @@ func run(ctx context.Context, o options) (measurements, error) {
 			DisableCompression:  true,
 		},
 	}
+	target, err := url.Parse(o.url)
+	if err != nil || target.Host == "" {
+		return m, fmt.Errorf("-url %q: not an http URL", o.url)
+	}
+	snd := newSender(target)
+	defer snd.close()
 	sim := stripesim.New(stripesim.Config{Seed: int64(o.seed), WebhookSecret: o.secret})
 	rng := mrand.New(mrand.NewPCG(o.seed, 0xbe5c4))
 
@@ -207,7 +214,7 @@ func run(ctx context.Context, o options) (measurements, error) {
 	if db != nil && o.warmup > 0 {
 		warm := generate(sim, rng, o.warmup, o.refundShare)
 		fmt.Fprintf(os.Stderr, "loadgen: warm-up: %d events\n", len(warm))
-		res := closedLoop(ctx, client, o.url, sign(warm, o.secret), o.concurrency)
+		res := closedLoop(snd, sign(warm, o.secret, target), o.concurrency)
 		if res.non2xx+res.errors > 0 {
 			return m, fmt.Errorf("warm-up: %d requests not answered 2xx (first: %s)", res.non2xx+res.errors, res.firstBad)
 		}
@@ -241,7 +248,7 @@ func run(ctx context.Context, o options) (measurements, error) {
 	defer profiled.Wait()
 	before := scrape(client, o.url)
 	start := time.Now()
-	tp := closedLoop(ctx, client, o.url, sign(sends, o.secret), o.concurrency)
+	tp := closedLoop(snd, sign(sends, o.secret, target), o.concurrency)
 	batches := scrape(client, o.url).minus(before)
 	var settled time.Duration
 	var poison int
@@ -261,7 +268,7 @@ func run(ctx context.Context, o options) (measurements, error) {
 			extra = extra[:n]
 		}
 		fmt.Fprintf(os.Stderr, "loadgen: latency phase: %d events at %d/s\n", len(extra), o.rate)
-		lat = openLoop(ctx, client, o.url, sign(extra, o.secret), o.rate)
+		lat = openLoop(snd, sign(extra, o.secret, target), o.rate)
 		if db != nil {
 			if _, p, err := settle(ctx, db, time.Now(), stored+len(events)+len(extra), o.settle); err != nil {
 				return m, err
@@ -340,36 +347,92 @@ func withCopies(events []delivery, rng *mrand.Rand, share float64) []delivery {
 	return out
 }
 
-// sign signs every delivery now, with Stripe's scheme.
-func sign(ds []delivery, secret string) []delivery {
+// sign signs every delivery now, with Stripe's scheme, and serializes its
+// request.
+func sign(ds []delivery, secret string, target *url.URL) []delivery {
 	now := time.Now()
 	out := make([]delivery, len(ds))
 	for i, d := range ds {
-		d.signature = stripesim.SignedRequest(d.payload, secret, now)
+		sig := stripesim.SignedRequest(d.payload, secret, now)
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nUser-Agent: Stripe/1.0 (+https://stripe.com/docs/webhooks)\r\n%s: %s\r\nContent-Length: %d\r\n\r\n",
+			target.RequestURI(), target.Host, stripesim.SignatureHeader, sig, len(d.payload))
+		b.Write(d.payload)
+		d.request = b.Bytes()
 		out[i] = d
 	}
 	return out
 }
 
-func post(ctx context.Context, client *http.Client, url string, d delivery) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(d.payload))
-	if err != nil {
+// sender posts serialized HTTP/1.1 requests over keep-alive connections it
+// pools, one request at a time on each. net/http's client costs about as
+// much CPU per request as paygate spends answering it (two goroutines and
+// their hand-offs per connection); on a machine shared with the server,
+// that cost would be measured as paygate's.
+type sender struct {
+	addr string
+	idle chan *rawConn
+}
+
+type rawConn struct {
+	conn net.Conn
+	br   *bufio.Reader
+}
+
+func newSender(target *url.URL) *sender {
+	return &sender{addr: target.Host, idle: make(chan *rawConn, 4096)}
+}
+
+// post sends one request and returns the answer's status code.
+func (s *sender) post(d delivery) (int, error) {
+	var rc *rawConn
+	select {
+	case rc = <-s.idle:
+	default:
+		c, err := net.DialTimeout("tcp", s.addr, 5*time.Second)
+		if err != nil {
+			return 0, err
+		}
+		rc = &rawConn{conn: c, br: bufio.NewReaderSize(c, 4096)}
+	}
+	_ = rc.conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := rc.conn.Write(d.request); err != nil {
+		rc.conn.Close()
 		return 0, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(stripesim.SignatureHeader, d.signature)
-	resp, err := client.Do(req)
+	resp, err := http.ReadResponse(rc.br, nil)
 	if err != nil {
+		rc.conn.Close()
 		return 0, err
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	if resp.Close {
+		rc.conn.Close()
+		return resp.StatusCode, nil
+	}
+	select {
+	case s.idle <- rc:
+	default:
+		rc.conn.Close()
+	}
 	return resp.StatusCode, nil
+}
+
+func (s *sender) close() {
+	for {
+		select {
+		case rc := <-s.idle:
+			rc.conn.Close()
+		default:
+			return
+		}
+	}
 }
 
 // closedLoop sends every delivery with n senders, each sending its next as
 // soon as its last is answered.
-func closedLoop(ctx context.Context, client *http.Client, url string, ds []delivery, n int) phaseResult {
+func closedLoop(s *sender, ds []delivery, n int) phaseResult {
 	var (
 		next atomic.Int64
 		mu   sync.Mutex
@@ -389,7 +452,7 @@ func closedLoop(ctx context.Context, client *http.Client, url string, ds []deliv
 					break
 				}
 				t := time.Now()
-				code, err := post(ctx, client, url, ds[i])
+				code, err := s.post(ds[i])
 				own.record(time.Since(t), code, err)
 			}
 			mu.Lock()
@@ -404,7 +467,7 @@ func closedLoop(ctx context.Context, client *http.Client, url string, ds []deliv
 
 // openLoop offers rate deliveries per second on a fixed schedule, each on
 // its own goroutine, whatever the answers' speed.
-func openLoop(ctx context.Context, client *http.Client, url string, ds []delivery, rate int) phaseResult {
+func openLoop(s *sender, ds []delivery, rate int) phaseResult {
 	var (
 		mu  sync.Mutex
 		res phaseResult
@@ -420,7 +483,7 @@ func openLoop(ctx context.Context, client *http.Client, url string, ds []deliver
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			code, err := post(ctx, client, url, d)
+			code, err := s.post(d)
 			lat := time.Since(due)
 			mu.Lock()
 			res.record(lat, code, err)
