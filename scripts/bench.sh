@@ -14,7 +14,7 @@
 #   5. stops paygate, runs the pgbench baseline once more, and prints the
 #      table, the ratios against the mean of the two baselines.
 #
-# Knobs (environment): BENCH_PAYMENTS (12000), BENCH_CONCURRENCY (128),
+# Knobs (environment): BENCH_PAYMENTS (12000), BENCH_CONCURRENCY (256),
 # BENCH_RATE (1000 events/s offered), BENCH_RATE_SECONDS (10),
 # BENCH_PGBENCH_SECONDS (15), BENCH_PROFILE=1 saves a CPU profile of the
 # throughput phase in tmp/bench/cpu.pprof, BENCH_INGEST=tx builds paygate with
@@ -95,7 +95,7 @@ profile=()
 mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)
 title="paygate make bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $mem RAM, PostgreSQL $pgver (fsync=$fsync, synchronous_commit=$synccommit), ingest=${BENCH_INGEST:-batch}"
 bin/loadgen -url "http://127.0.0.1:$addr_port/webhooks/stripe" -secret "$secret" -database-url "$url" \
-  -payments "${BENCH_PAYMENTS:-12000}" -concurrency "${BENCH_CONCURRENCY:-128}" \
+  -payments "${BENCH_PAYMENTS:-12000}" -concurrency "${BENCH_CONCURRENCY:-256}" \
   -rate "${BENCH_RATE:-1000}" -rate-duration "${BENCH_RATE_SECONDS:-10}s" \
   -pid "$pid" -title "$title" -save "$out/results.json" "${profile[@]}"
 stop
