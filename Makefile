@@ -20,7 +20,7 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 # Ingest and end-to-end throughput against a pgbench baseline of the naive
-# transaction, in one run (docs/performance.md). About four minutes.
+# transaction, in one run (docs/performance.md). About three minutes.
 bench:
 	@scripts/bench.sh
 

@@ -2,7 +2,7 @@
 # `make bench`: paygate's ingest and end-to-end throughput against
 # PostgreSQL's own limit, measured in one run (see docs/performance.md).
 #
-#   1. builds bin/paygate and bin/loadgen;
+#   1. builds paygate and cmd/loadgen into tmp/bench/ (bin/ is left alone);
 #   2. drops and recreates the database paygate_bench on the server
 #      scripts/db.sh finds (never $DATABASE_URL's database), and migrates it;
 #   3. runs the pgbench baseline: 32 clients, each transaction the naive
@@ -10,7 +10,7 @@
 #      with fsync), into the real tables of the migrated bench database, then
 #      empties them;
 #   4. starts `paygate serve` on that database and drives it with
-#      bin/loadgen (pre-signed simulator events);
+#      the load generator (pre-signed simulator events);
 #   5. stops paygate, runs the pgbench baseline once more, and prints the
 #      table, the ratios against the mean of the two baselines.
 #
@@ -24,7 +24,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 out="$root/tmp/bench"
-mkdir -p "$out" bin
+mkdir -p "$out"
 say() { echo "bench: $*" >&2; }
 
 find_pg_bin() {
@@ -41,8 +41,8 @@ psql=$(find_pg_bin psql) || { say "psql not found"; exit 1; }
 say "building"
 ldflags=""
 [[ "${BENCH_INGEST:-batch}" == tx ]] && ldflags="-X main.ingestMode=tx"
-go build -ldflags "$ldflags" -o bin/paygate ./cmd/paygate
-go build -o bin/loadgen ./cmd/loadgen
+go build -ldflags "$ldflags" -o "$out/paygate" ./cmd/paygate
+go build -o "$out/loadgen" ./cmd/loadgen
 
 db=paygate_bench
 url=$(DATABASE_URL= scripts/db.sh "$db")
@@ -50,7 +50,7 @@ admin="${url/\/$db\?/\/postgres?}"
 say "recreating database $db"
 "$psql" "$admin" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
 url=$(DATABASE_URL= scripts/db.sh "$db" 2>/dev/null)
-DATABASE_URL="$url" bin/paygate migrate >"$out/migrate.log" 2>&1
+DATABASE_URL="$url" "$out/paygate" migrate >"$out/migrate.log" 2>&1
 
 pgver=$("$psql" "$url" -tAc "SHOW server_version")
 fsync=$("$psql" "$url" -tAc "SHOW fsync")
@@ -80,7 +80,7 @@ secret=whsec_bench_paygate
 token=bench-ops-token
 say "starting paygate serve on 127.0.0.1:$addr_port (log: tmp/bench/paygate.log)"
 DATABASE_URL="$url" PAYGATE_ADDR="127.0.0.1:$addr_port" PAYGATE_STRIPE_WEBHOOK_SECRETS="$secret" \
-  PAYGATE_OPS_TOKENS="$token" bin/paygate serve >"$out/paygate.log" 2>&1 &
+  PAYGATE_OPS_TOKENS="$token" "$out/paygate" serve >"$out/paygate.log" 2>&1 &
 pid=$!
 stop() { kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; }
 trap stop EXIT
@@ -94,7 +94,7 @@ profile=()
 [[ -n "${BENCH_PROFILE:-}" ]] && profile=(-cpuprofile "$out/cpu.pprof" -ops-token "$token")
 mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)
 title="paygate make bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $mem RAM, PostgreSQL $pgver (fsync=$fsync, synchronous_commit=$synccommit), ingest=${BENCH_INGEST:-batch}"
-bin/loadgen -url "http://127.0.0.1:$addr_port/webhooks/stripe" -secret "$secret" -database-url "$url" \
+"$out/loadgen" -url "http://127.0.0.1:$addr_port/webhooks/stripe" -secret "$secret" -database-url "$url" \
   -payments "${BENCH_PAYMENTS:-12000}" -concurrency "${BENCH_CONCURRENCY:-256}" \
   -rate "${BENCH_RATE:-1000}" -rate-duration "${BENCH_RATE_SECONDS:-10}s" \
   -pid "$pid" -title "$title" -save "$out/results.json" "${profile[@]}"
@@ -103,4 +103,4 @@ trap - EXIT
 # The second baseline, with paygate stopped, brackets the measurement: on a
 # shared machine the load drifts, and the ratios use the mean of the two.
 tps_after=$(baseline after)
-bin/loadgen -report "$out/results.json" -pgbench-tps "$tps_before,$tps_after"
+"$out/loadgen" -report "$out/results.json" -pgbench-tps "$tps_before,$tps_after"
