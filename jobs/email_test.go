@@ -1,7 +1,6 @@
 package jobs_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/internal/mailpit"
+	"github.com/paygate/paygate/internal/outbuf"
 	"github.com/paygate/paygate/internal/testdb"
 	"github.com/paygate/paygate/jobs"
 )
@@ -26,7 +26,7 @@ import (
 type emailBundle struct {
 	pool   *pgxpool.Pool
 	client *jobs.Client
-	logs   *lockedBuffer
+	logs   *outbuf.Buffer
 }
 
 // setupEmail returns a fresh database and a River client whose send_email
@@ -40,7 +40,7 @@ func setupEmail(t *testing.T, smtpURL string) *emailBundle {
 // setupEmailWith also registers extra workers, given the bundle's pool.
 func setupEmailWith(t *testing.T, smtpURL string, register func(*pgxpool.Pool, *river.Workers)) *emailBundle {
 	t.Helper()
-	b := &emailBundle{pool: testdb.New(t), logs: &lockedBuffer{}}
+	b := &emailBundle{pool: testdb.New(t), logs: &outbuf.Buffer{}}
 	client, err := jobs.NewClient(b.pool, jobs.Config{
 		Register: func(ws *river.Workers) []*river.PeriodicJob {
 			if register != nil {
@@ -136,23 +136,6 @@ func receipt(paymentID, to string) jobs.Email {
 		Kind: jobs.EmailPaymentReceipt, ObjectID: paymentID, PaymentID: paymentID,
 		Recipient: to, Amount: "360.00", Currency: "usd",
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestEmailIntentEnqueuedThreeTimesSendsOne: the same intent from three

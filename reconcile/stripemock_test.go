@@ -1,7 +1,6 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,13 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v79"
 
+	"github.com/paygate/paygate/internal/outbuf"
 	"github.com/paygate/paygate/reconcile"
 )
 
@@ -56,23 +55,6 @@ func stripeMockBinary(t *testing.T) string {
 	return ""
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // tail is the end of stripe-mock's log, past its list of routes.
 func tail(log string) string {
 	if i := strings.LastIndex(log, "Compiled path:"); i >= 0 {
@@ -86,7 +68,7 @@ func tail(log string) string {
 
 // startStripeMock runs stripe-mock on a free loopback port until the test
 // ends and returns its base URL (without /v1) and its log.
-func startStripeMock(t *testing.T) (string, *lockedBuffer) {
+func startStripeMock(t *testing.T) (string, *outbuf.Buffer) {
 	t.Helper()
 	bin := stripeMockBinary(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -94,7 +76,7 @@ func startStripeMock(t *testing.T) (string, *lockedBuffer) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	require.NoError(t, ln.Close())
 
-	logs := &lockedBuffer{}
+	logs := &outbuf.Buffer{}
 	cmd := exec.Command(bin, "-http-addr", fmt.Sprintf("127.0.0.1:%d", port), "-https-addr", "127.0.0.1:0", "-verbose")
 	cmd.Stdout, cmd.Stderr = logs, logs
 	require.NoError(t, cmd.Start())

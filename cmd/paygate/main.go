@@ -97,6 +97,26 @@ func openPool(ctx context.Context, cfg config, maxConns int32) (*pgxpool.Pool, e
 	return pool, nil
 }
 
+// openMigratedPool is openPool for the commands that need the schema: it
+// refuses, with the fix in the message, a database `paygate migrate` has not
+// brought up to date.
+func openMigratedPool(ctx context.Context, cfg config, maxConns int32) (*pgxpool.Pool, error) {
+	pool, err := openPool(ctx, cfg, maxConns)
+	if err != nil {
+		return nil, err
+	}
+	migrated, err := migrations.Applied(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("check migrations (is the database up?): %w", err)
+	}
+	if !migrated {
+		pool.Close()
+		return nil, errors.New("the database is not migrated: run `paygate migrate` first")
+	}
+	return pool, nil
+}
+
 func cmdMigrate(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) error {
 	pool, err := openPool(ctx, cfg, 2)
 	if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/paygate/paygate/internal/outbuf"
 	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/internal/testdb"
 )
@@ -55,24 +55,6 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// syncBuffer collects a process's output while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 const (
 	testSecret   = "whsec_e2e_secret_value"
 	testOps      = "e2e-ops-token-value"
@@ -83,7 +65,7 @@ const (
 type server struct {
 	cmd  *exec.Cmd
 	addr string
-	logs *syncBuffer
+	logs *outbuf.Buffer
 	done chan error
 }
 
@@ -97,7 +79,7 @@ func startServer(t *testing.T, dbURL string, extraEnv ...string) *server {
 		"PAYGATE_FINANCE_TOKENS="+testFinance,
 	)
 	env = append(env, extraEnv...)
-	s := &server{addr: freeAddr(t), logs: &syncBuffer{}, done: make(chan error, 1)}
+	s := &server{addr: freeAddr(t), logs: &outbuf.Buffer{}, done: make(chan error, 1)}
 	s.cmd = exec.Command(bin, "serve")
 	s.cmd.Env = append(env, "PAYGATE_ADDR="+s.addr)
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/paygate/paygate/jobs"
-	"github.com/paygate/paygate/migrations"
 	"github.com/paygate/paygate/reconcile"
 	"github.com/paygate/paygate/webhook"
 )
@@ -48,18 +46,11 @@ func cmdReconcile(ctx context.Context, cfg config, logger *slog.Logger, args []s
 		return fmt.Errorf("reconcile: %w (the provider's balance transactions are read with it)", err)
 	}
 
-	pool, err := openPool(ctx, cfg, 10)
+	pool, err := openMigratedPool(ctx, cfg, 10)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	migrated, err := migrations.Applied(ctx, pool)
-	if err != nil {
-		return fmt.Errorf("check migrations (is the database up?): %w", err)
-	}
-	if !migrated {
-		return errors.New("the database is not migrated: run `paygate migrate` first")
-	}
 
 	// Recovered events are committed with their jobs like webhooks; this
 	// process works the events queue while it runs, so that their postings

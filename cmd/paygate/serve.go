@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,24 +15,15 @@ import (
 
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/jobs"
-	"github.com/paygate/paygate/migrations"
 	"github.com/paygate/paygate/webhook"
 )
 
 func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
-	pool, err := openPool(ctx, cfg, 40)
+	pool, err := openMigratedPool(ctx, cfg, 40)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-
-	migrated, err := migrations.Applied(ctx, pool)
-	if err != nil {
-		return fmt.Errorf("check migrations (is the database up?): %w", err)
-	}
-	if !migrated {
-		return errors.New("the database is not migrated: run `paygate migrate` first")
-	}
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

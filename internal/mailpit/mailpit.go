@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paygate/paygate/internal/outbuf"
 )
 
 // Version is the mailpit version scripts/tools.sh installs.
@@ -51,7 +53,7 @@ type Server struct {
 	smtpPort, httpPort int
 	cmd                *exec.Cmd
 	exited             chan struct{}
-	log                *syncBuffer
+	log                *outbuf.Buffer
 	stopOnce           sync.Once
 }
 
@@ -102,7 +104,7 @@ func start(bin, db string, smtpPort, httpPort int, extra []string) (*Server, err
 		"--max", "0",          // keep every message
 	}
 	args = append(args, extra...)
-	s := &Server{smtpPort: smtpPort, httpPort: httpPort, exited: make(chan struct{}), log: &syncBuffer{}}
+	s := &Server{smtpPort: smtpPort, httpPort: httpPort, exited: make(chan struct{}), log: &outbuf.Buffer{}}
 	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stdout = s.log
 	s.cmd.Stderr = s.log
@@ -359,21 +361,4 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -1,7 +1,6 @@
 package reliability
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/paygate/paygate/internal/outbuf"
 )
 
 // Secrets and tokens the harness configures its gateways with. They are
@@ -91,24 +92,7 @@ func baseEnv() []string {
 
 // Logs collects the output of every gateway process of a run, for the
 // secret scan at the end.
-type Logs struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-// Write implements io.Writer.
-func (l *Logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// String returns everything written so far.
-func (l *Logs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type Logs = outbuf.Buffer
 
 // GatewayConfig configures one gateway instance.
 type GatewayConfig struct {
