@@ -40,6 +40,4 @@ db:
 
 # Stops the private cluster under .pgdata/, if one was started.
 db-stop:
-	@if [ -f .pgdata/cluster/postmaster.pid ]; then \
-	  if [ "$$(id -u)" = 0 ]; then runuser -u postgres -- pg_ctl -D .pgdata/cluster stop -m fast; \
-	  else pg_ctl -D .pgdata/cluster stop -m fast; fi; fi
+	@scripts/db.sh --stop

@@ -8,16 +8,12 @@
 #   4. else it says how to install PostgreSQL and fails.
 # PAYGATE_PRIVATE_PG=1 skips 1 and 2 (tests that restart their own server).
 # The database named by $1 (default "paygate") is created when missing.
+# `scripts/db.sh --stop` stops the private cluster, if one runs.
 # Progress goes to stderr; only the URL goes to stdout.
 set -euo pipefail
 db="${1:-paygate}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 say() { echo "db: $*" >&2; }
-
-if [[ -n "${DATABASE_URL:-}" && -z "${PAYGATE_PRIVATE_PG:-}" ]]; then
-  echo "$DATABASE_URL"
-  exit 0
-fi
 
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -39,15 +35,30 @@ create_db() { # host port
   fi
 }
 
+data="$root/.pgdata"
+as_pg() { if [[ $(id -u) == 0 ]]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; }
+data="$(readlink -f "$data" 2>/dev/null || echo "$data")"
+portfile="$data/port"
+
+if [[ "${1:-}" == "--stop" ]]; then
+  if [[ -f "$data/cluster/postmaster.pid" ]]; then
+    pg_ctl=$(find_pg_bin pg_ctl) || { say "no pg_ctl on this machine"; exit 1; }
+    as_pg "$pg_ctl" -D "$data/cluster" stop -m fast >/dev/null
+    say "stopped the private cluster in $data/cluster"
+  fi
+  exit 0
+fi
+
+if [[ -n "${DATABASE_URL:-}" && -z "${PAYGATE_PRIVATE_PG:-}" ]]; then
+  echo "$DATABASE_URL"
+  exit 0
+fi
+
 if [[ -z "${PAYGATE_PRIVATE_PG:-}" ]] && listening 5432; then
   create_db 127.0.0.1 5432
   echo "postgres://postgres@127.0.0.1:5432/$db?sslmode=disable"
   exit 0
 fi
-
-data="$root/.pgdata"
-portfile="$data/port"
-as_pg() { if [[ $(id -u) == 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
 if [[ -f "$portfile" ]] && listening "$(cat "$portfile")"; then
   port=$(cat "$portfile")
@@ -61,6 +72,16 @@ else
     say "running as root and there is no 'postgres' user for initdb; create one (useradd -r postgres) or set DATABASE_URL."
     exit 1
   fi
+  # As root the server runs as postgres, which may not be able to enter the
+  # checkout (a clone under /root, say): then the cluster lives under /var/tmp
+  # and .pgdata links to it, so every other path stays the same.
+  if [[ $(id -u) == 0 && ! -e "$data" ]] && id postgres >/dev/null 2>&1 && ! runuser -u postgres -- test -x "$root"; then
+    outside="/var/tmp/paygate-pgdata-$(printf '%s' "$root" | sha1sum | cut -c1-12)"
+    mkdir -p "$outside" && chown postgres "$outside"
+    ln -s "$outside" "$data"
+  fi
+  data="$(readlink -f "$data" 2>/dev/null || echo "$data")"
+  portfile="$data/port"
   if [[ ! -f "$data/cluster/PG_VERSION" ]]; then
     say "initialising a private cluster in $data/cluster"
     mkdir -p "$data"
