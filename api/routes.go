@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/shopspring/decimal"
 
+	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/ledger"
 	"github.com/paygate/paygate/statemachine"
 )
@@ -43,6 +44,7 @@ type PaymentView struct {
 	AmountRefunded string             `json:"amount_refunded"`
 	AmountDisputed string             `json:"amount_disputed"`
 	History        []HistoryView      `json:"history"`
+	Emails         []jobs.EmailRecord `json:"emails"` // each email intent and where it stands
 }
 
 // HistoryView is one change of a payment's state.
@@ -79,11 +81,10 @@ func (s *Server) getPayment(c echo.Context) error {
 		}
 		v.History = append(v.History, hv)
 	}
-	full, err := s.withPaymentExtras(c, v)
-	if err != nil {
+	if v.Emails, err = jobs.EmailsForPayment(ctx, s.config.Pool, p.ID); err != nil {
 		return err
 	}
-	return writeJSON(c, http.StatusOK, full)
+	return writeJSON(c, http.StatusOK, v)
 }
 
 // amount formats a decimal at its currency's scale ("360.00", "1000",
