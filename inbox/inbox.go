@@ -110,34 +110,165 @@ func Get(ctx context.Context, q Querier, provider, eventID string) (Event, error
 //
 // It fails with ErrNotFound.
 func LockTx(ctx context.Context, tx pgx.Tx, provider, eventID string) (Event, error) {
-	e, err := scan(tx.QueryRow(ctx, `SELECT `+columns+` FROM inbox_events WHERE provider = $1 AND event_id = $2 FOR UPDATE`, provider, eventID))
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return Event{}, fmt.Errorf("lock inbox event %s: %w", eventID, err)
+	k := Key{Provider: provider, EventID: eventID}
+	events, err := LockManyTx(ctx, tx, []Key{k})
+	if err != nil {
+		return Event{}, err
 	}
-	return e, err
+	e, ok := events[k]
+	if !ok {
+		return Event{}, ErrNotFound
+	}
+	return e, nil
+}
+
+// LockManyTx is LockTx for every event of keys, in one statement: it returns
+// the events, each locked until tx ends, by key. A key no event has is
+// absent from the map; a key given twice is locked once.
+//
+// Rows are locked in (provider, event_id) order, so two transactions
+// locking overlapping sets take the locks in the same order and never
+// deadlock: the later one waits for the earlier one to end.
+func LockManyTx(ctx context.Context, tx pgx.Tx, keys []Key) (map[Key]Event, error) {
+	out := make(map[Key]Event, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	providers := make([]string, len(keys))
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		providers[i], ids[i] = k.Provider, k.EventID
+	}
+	rows, err := tx.Query(ctx, `SELECT `+columns+` FROM inbox_events
+		WHERE (provider, event_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+		ORDER BY provider, event_id
+		FOR UPDATE`, providers, ids)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", eventsNoun(keys), err)
+	}
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) { return scan(row) })
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", eventsNoun(keys), err)
+	}
+	for _, e := range events {
+		out[Key{Provider: e.Provider, EventID: e.EventID}] = e
+	}
+	return out, nil
+}
+
+// eventsNoun names the events of a bulk call in its errors: the event
+// itself when there is one, as the single versions always have.
+func eventsNoun(keys []Key) string {
+	if len(keys) == 1 {
+		return "inbox event " + keys[0].EventID
+	}
+	return fmt.Sprintf("%d inbox events", len(keys))
 }
 
 // SetStatusTx moves an event to status. lastError is kept as it was when
 // empty; processed_at is stamped for the final statuses. Each call counts as
 // an attempt when attempt is true.
+//
+// It fails with ErrNotFound.
 func SetStatusTx(ctx context.Context, q Querier, provider, eventID string, status Status, lastError string, attempt bool) error {
-	inc := 0
-	if attempt {
-		inc = 1
+	return SetStatusManyTx(ctx, q, []StatusUpdate{{
+		Key: Key{Provider: provider, EventID: eventID}, Status: status, LastError: lastError, Attempt: attempt,
+	}})
+}
+
+// StatusUpdate is one SetStatusTx of a SetStatusManyTx.
+type StatusUpdate struct {
+	Key
+	Status    Status
+	LastError string // empty: the event's last error is kept
+	Attempt   bool   // counts as an attempt
+}
+
+// SetStatusManyTx is SetStatusTx for every update, in one statement. An
+// event named by more than one update ends as if SetStatusTx had been called
+// for each of them in order.
+//
+// It fails with ErrNotFound, naming a key no event has; the events that
+// were found are updated all the same, so the caller rolls back. Rows are
+// updated in the order the plan meets them: callers that may update
+// overlapping sets at once lock them first with LockManyTx.
+func SetStatusManyTx(ctx context.Context, q Querier, updates []StatusUpdate) error {
+	if len(updates) == 0 {
+		return nil
 	}
-	tag, err := q.Exec(ctx, `
-		UPDATE inbox_events SET
-			status       = $3,
-			last_error   = coalesce(nullif($4, ''), last_error),
-			attempts     = attempts + $5,
-			processed_at = CASE WHEN $3 IN ('processed', 'ignored') THEN now() ELSE processed_at END
-		WHERE provider = $1 AND event_id = $2`,
-		provider, eventID, status, lastError, inc)
+	// Fold repeats of a key here: UPDATE … FROM changes a row once however
+	// many source rows match it, so each key may appear only once.
+	type change struct {
+		status    string
+		lastError string
+		attempts  int
+		stamp     bool
+	}
+	var (
+		keys    = make([]Key, 0, len(updates))
+		changes = make(map[Key]*change, len(updates))
+	)
+	for _, u := range updates {
+		c, ok := changes[u.Key]
+		if !ok {
+			c = &change{}
+			changes[u.Key] = c
+			keys = append(keys, u.Key)
+		}
+		c.status = string(u.Status)
+		if u.LastError != "" {
+			c.lastError = u.LastError
+		}
+		if u.Attempt {
+			c.attempts++
+		}
+		c.stamp = c.stamp || u.Status == StatusProcessed || u.Status == StatusIgnored
+	}
+	var (
+		providers  = make([]string, len(keys))
+		ids        = make([]string, len(keys))
+		statuses   = make([]string, len(keys))
+		lastErrors = make([]string, len(keys))
+		attempts   = make([]int32, len(keys))
+		stamps     = make([]bool, len(keys))
+	)
+	for i, k := range keys {
+		c := changes[k]
+		providers[i], ids[i] = k.Provider, k.EventID
+		statuses[i], lastErrors[i], attempts[i], stamps[i] = c.status, c.lastError, int32(c.attempts), c.stamp
+	}
+	what := fmt.Sprintf("set %d inbox events' status", len(keys))
+	if len(keys) == 1 {
+		what = fmt.Sprintf("set inbox event %s %s", keys[0].EventID, statuses[0])
+	}
+	rows, err := q.Query(ctx, `
+		UPDATE inbox_events AS e SET
+			status       = u.status,
+			last_error   = coalesce(nullif(u.last_error, ''), e.last_error),
+			attempts     = e.attempts + u.attempts,
+			processed_at = CASE WHEN u.stamp THEN now() ELSE e.processed_at END
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::integer[], $6::boolean[])
+			AS u (provider, event_id, status, last_error, attempts, stamp)
+		WHERE e.provider = u.provider AND e.event_id = u.event_id
+		RETURNING e.provider, e.event_id`,
+		providers, ids, statuses, lastErrors, attempts, stamps)
 	if err != nil {
-		return fmt.Errorf("set inbox event %s %s: %w", eventID, status, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Key])
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if len(found) == len(keys) {
+		return nil
+	}
+	for _, k := range found {
+		delete(changes, k)
+	}
+	for _, k := range keys {
+		if _, missing := changes[k]; missing {
+			return fmt.Errorf("%s: %s/%s: %w", what, k.Provider, k.EventID, ErrNotFound)
+		}
 	}
 	return nil
 }

@@ -170,55 +170,135 @@ func isAtext(c byte) bool {
 //
 // It fails with ErrInvalidEmail.
 func EnqueueEmailTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e Email) (created bool, err error) {
-	e.ObjectID = strings.TrimSpace(e.ObjectID)
-	if err := e.validate(); err != nil {
+	c, err := EnqueueEmailsTx(ctx, tx, rc, []Email{e})
+	if err != nil {
 		return false, err
 	}
-	if len(e.Reason) > maxReasonLen {
-		e.Reason = e.Reason[:maxReasonLen] + "…"
+	return c[0], nil
+}
+
+// EnqueueEmailsTx is EnqueueEmailTx for every email of emails, with one
+// outbox statement and one job insert however many there are: created[i]
+// reports whether this call recorded emails[i]'s intent. When emails
+// repeats a (Kind, ObjectID), its first copy is the one recorded and the
+// others are reported not created. Nothing is recorded when any email is
+// invalid. No emails: nil, and no database work.
+//
+// Rows are inserted in (kind, object_id) order, so two transactions
+// recording overlapping sets take the unique key's locks in the same order
+// and never deadlock: the later one waits for the earlier one's commit and
+// then finds its copies recorded.
+//
+// It fails with ErrInvalidEmail, naming the email.
+func EnqueueEmailsTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], emails []Email) (created []bool, err error) {
+	if len(emails) == 0 {
+		return nil, nil
 	}
-	data, err := json.Marshal(emailData{
-		PaymentID: e.PaymentID, Amount: e.Amount, Currency: e.Currency, Reason: e.Reason,
-		Provider: e.Provider, EventID: e.EventID, EventType: e.EventType,
-	})
-	if err != nil {
-		return false, fmt.Errorf("encode email %s %s: %w", e.Kind, e.ObjectID, err)
+	type key struct {
+		kind     EmailKind
+		objectID string
 	}
-	status, recipient, skipReason := EmailPending, "", ""
-	if strings.TrimSpace(e.Recipient) == "" {
-		status, skipReason = EmailSkipped, noRecipientReason(e.Kind)
-	} else if a, perr := netmail.ParseAddress(e.Recipient); perr != nil {
-		status, skipReason = EmailSkipped, "recipient is not an email address"
-	} else {
-		recipient = a.Address
+	var (
+		n          = len(emails)
+		kinds      = make([]string, 0, n)
+		objectIDs  = make([]string, 0, n)
+		paymentIDs = make([]string, 0, n)
+		recipients = make([]string, 0, n)
+		datas      = make([]string, 0, n)
+		statuses   = make([]string, 0, n)
+		skipped    = make([]string, 0, n)
+		messageIDs = make([]string, 0, n)
+		first      = make(map[key]int, n)
+	)
+	for i, e := range emails {
+		e.ObjectID = strings.TrimSpace(e.ObjectID)
+		if err := e.validate(); err != nil {
+			return nil, fmt.Errorf("email %s %q: %w", e.Kind, e.ObjectID, err)
+		}
+		k := key{e.Kind, e.ObjectID}
+		if _, seen := first[k]; seen {
+			continue
+		}
+		first[k] = i
+		if len(e.Reason) > maxReasonLen {
+			e.Reason = e.Reason[:maxReasonLen] + "…"
+		}
+		data, err := json.Marshal(emailData{
+			PaymentID: e.PaymentID, Amount: e.Amount, Currency: e.Currency, Reason: e.Reason,
+			Provider: e.Provider, EventID: e.EventID, EventType: e.EventType,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("encode email %s %s: %w", e.Kind, e.ObjectID, err)
+		}
+		status, recipient, skipReason := EmailPending, "", ""
+		if strings.TrimSpace(e.Recipient) == "" {
+			status, skipReason = EmailSkipped, noRecipientReason(e.Kind)
+		} else if a, perr := netmail.ParseAddress(e.Recipient); perr != nil {
+			status, skipReason = EmailSkipped, "recipient is not an email address"
+		} else {
+			recipient = a.Address
+		}
+		kinds = append(kinds, string(e.Kind))
+		objectIDs = append(objectIDs, e.ObjectID)
+		paymentIDs = append(paymentIDs, e.PaymentID)
+		recipients = append(recipients, recipient)
+		datas = append(datas, string(data))
+		statuses = append(statuses, string(status))
+		skipped = append(skipped, skipReason)
+		messageIDs = append(messageIDs, EmailMessageID(e.Kind, e.ObjectID))
+	}
+	what := fmt.Sprintf("%d emails", len(kinds))
+	if len(kinds) == 1 {
+		what = fmt.Sprintf("email %s %s", kinds[0], objectIDs[0])
 	}
 
-	var id int64
-	err = tx.QueryRow(ctx, `
+	rows, err := tx.Query(ctx, `
 		INSERT INTO email_outbox (kind, object_id, payment_id, recipient, data, status, last_error, message_id)
-		VALUES ($1, $2, nullif($3, ''), nullif($4, ''), $5, $6, nullif($7, ''), $8)
+		SELECT kind, object_id, nullif(payment_id, ''), nullif(recipient, ''), data::jsonb, status,
+			nullif(last_error, ''), message_id
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
+			AS e (kind, object_id, payment_id, recipient, data, status, last_error, message_id)
+		ORDER BY kind, object_id
 		ON CONFLICT ON CONSTRAINT email_outbox_kind_object_id_key DO NOTHING
-		RETURNING id`,
-		e.Kind, e.ObjectID, e.PaymentID, recipient, data, status, skipReason,
-		EmailMessageID(e.Kind, e.ObjectID)).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil // this intent was recorded before: its email is already on its way (or done)
-	}
+		RETURNING id, kind, object_id, status`,
+		kinds, objectIDs, paymentIDs, recipients, datas, statuses, skipped, messageIDs)
 	if err != nil {
-		return false, fmt.Errorf("record email %s %s: %w", e.Kind, e.ObjectID, err)
+		return nil, fmt.Errorf("record %s: %w", what, err)
 	}
-	if status != EmailPending {
-		return true, nil
+	defer rows.Close()
+	created = make([]bool, len(emails))
+	var sends []river.InsertManyParams
+	for rows.Next() {
+		var (
+			id     int64
+			k      key
+			status EmailStatus
+		)
+		if err := rows.Scan(&id, &k.kind, &k.objectID, &status); err != nil {
+			return nil, fmt.Errorf("record %s: %w", what, err)
+		}
+		created[first[k]] = true
+		if status == EmailPending {
+			sends = append(sends, river.InsertManyParams{Args: SendEmailArgs{OutboxID: id}})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("record %s: %w", what, err)
+	}
+	// Intents recorded before already have their email on its way (or
+	// done); skipped ones get no job.
+	if len(sends) == 0 {
+		return created, nil
 	}
 	if rc == nil {
 		if rc, err = river.ClientFromContextSafely[pgx.Tx](ctx); err != nil {
-			return false, fmt.Errorf("enqueue send_email %s %s: no River client given and none in the context: %w", e.Kind, e.ObjectID, err)
+			return nil, fmt.Errorf("enqueue send_email for %s: no River client given and none in the context: %w", what, err)
 		}
 	}
-	if _, err := rc.InsertTx(ctx, tx, SendEmailArgs{OutboxID: id}, nil); err != nil {
-		return false, fmt.Errorf("enqueue send_email %s %s: %w", e.Kind, e.ObjectID, err)
+	if _, err := rc.InsertManyFastTx(ctx, tx, sends); err != nil {
+		return nil, fmt.Errorf("enqueue send_email for %s: %w", what, err)
 	}
-	return true, nil
+	return created, nil
 }
 
 func noRecipientReason(kind EmailKind) string {
