@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,47 +63,83 @@ func scanPayment(row pgx.Row) (Payment, error) {
 // until tx ends. Every change to a payment happens under this lock, so two
 // events of one payment are applied one after the other.
 func LockPaymentTx(ctx context.Context, tx pgx.Tx, provider, id string) (Payment, error) {
-	p, _, err := lockPaymentTx(ctx, tx, provider, id, false)
-	return p, err
+	ps, _, err := lockPaymentsTx(ctx, tx, provider, []string{id}, false)
+	return ps[id], err
 }
 
 // LockPaymentWithFactsTx is LockPaymentTx that also returns the payment's
 // stored facts, read under the lock, in one round trip to the database.
 func LockPaymentWithFactsTx(ctx context.Context, tx pgx.Tx, provider, id string) (Payment, []statemachine.Fact, error) {
-	return lockPaymentTx(ctx, tx, provider, id, true)
+	ps, facts, err := lockPaymentsTx(ctx, tx, provider, []string{id}, true)
+	return ps[id], facts[id], err
 }
 
-// lockPaymentTx pipelines its statements: they run one after the other as
-// if sent one by one (the lock is held before the facts are read), in one
+// LockPaymentsWithFactsTx is LockPaymentWithFactsTx for many payments, in
+// one round trip whatever len(ids): every id has its payment in the first
+// map (new ones created empty with provider), all locked until tx ends, and
+// its stored facts, if any, in the second. An id may be given more than
+// once.
+//
+// The payments are created and locked in id order, so two transactions
+// locking overlapping sets wait for each other instead of deadlocking.
+func LockPaymentsWithFactsTx(ctx context.Context, tx pgx.Tx, provider string, ids []string) (map[string]Payment, map[string][]statemachine.Fact, error) {
+	return lockPaymentsTx(ctx, tx, provider, ids, true)
+}
+
+// lockPaymentsTx pipelines its statements: they run one after the other as
+// if sent one by one (the locks are held before the facts are read), in one
 // round trip.
-func lockPaymentTx(ctx context.Context, tx pgx.Tx, provider, id string, withFacts bool) (Payment, []statemachine.Fact, error) {
+func lockPaymentsTx(ctx context.Context, tx pgx.Tx, provider string, ids []string, withFacts bool) (map[string]Payment, map[string][]statemachine.Fact, error) {
+	if len(ids) == 0 {
+		return map[string]Payment{}, map[string][]statemachine.Fact{}, nil
+	}
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
 	batch := &pgx.Batch{}
-	batch.Queue(`INSERT INTO payments (id, provider) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, id, provider)
-	batch.Queue(`SELECT `+paymentColumns+` FROM payments WHERE id = $1 FOR UPDATE`, id)
+	batch.Queue(`INSERT INTO payments (id, provider) SELECT id, $2 FROM unnest($1::text[]) AS u(id) ORDER BY id
+		ON CONFLICT (id) DO NOTHING`, ids, provider)
+	batch.Queue(`SELECT `+paymentColumns+` FROM payments WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
 	if withFacts {
-		batch.Queue(selectFacts, id)
+		batch.Queue(selectFacts, ids)
 	}
 	results := tx.SendBatch(ctx, batch)
 	defer results.Close()
 	if _, err := results.Exec(); err != nil {
-		return Payment{}, nil, fmt.Errorf("create payment %s: %w", id, err)
-	}
-	p, err := scanPayment(results.QueryRow())
-	if err != nil {
-		return Payment{}, nil, fmt.Errorf("lock payment %s: %w", id, err)
-	}
-	if !withFacts {
-		return p, nil, results.Close()
+		return nil, nil, fmt.Errorf("create payment %s: %w", andMore(ids), err)
 	}
 	rows, err := results.Query()
 	if err != nil {
-		return Payment{}, nil, fmt.Errorf("read facts of %s: %w", id, err)
+		return nil, nil, fmt.Errorf("lock payment %s: %w", andMore(ids), err)
 	}
-	facts, err := scanFacts(rows, id)
-	if err != nil {
-		return Payment{}, nil, err
+	ps := make(map[string]Payment, len(ids))
+	for rows.Next() {
+		p, err := scanPayment(rows)
+		if err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("lock payment %s: %w", andMore(ids), err)
+		}
+		ps[p.ID] = p
 	}
-	return p, facts, results.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("lock payment %s: %w", andMore(ids), err)
+	}
+	for _, id := range ids {
+		if _, ok := ps[id]; !ok {
+			return nil, nil, fmt.Errorf("lock payment %s: %w", id, ErrPaymentNotFound)
+		}
+	}
+	var facts map[string][]statemachine.Fact
+	if withFacts {
+		if rows, err = results.Query(); err == nil {
+			facts, err = scanFacts(rows)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("read facts of %s: %w", andMore(ids), err)
+		}
+	}
+	if err := results.Close(); err != nil {
+		return nil, nil, fmt.Errorf("lock payment %s: %w", andMore(ids), err)
+	}
+	return ps, facts, nil
 }
 
 // GetPayment returns one payment.
@@ -116,6 +153,42 @@ func GetPayment(ctx context.Context, q Querier, id string) (Payment, error) {
 	return p, err
 }
 
+// PaymentFact is a fact of one payment, for AddFactsManyTx.
+type PaymentFact struct {
+	PaymentID string
+	statemachine.Fact
+}
+
+// insertFacts stores facts in their order with one statement, whatever
+// their number; a fact whose key its payment already has, or given twice,
+// is a duplicate report and is skipped.
+const insertFacts = `
+		INSERT INTO payment_facts (payment_id, key, kind, object_id, amount, currency, event_id, occurred_at)
+		SELECT f.payment_id, f.key, f.kind, f.object_id, f.amount::numeric, f.currency, f.event_id, f.occurred_at
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
+			WITH ORDINALITY AS f (payment_id, key, kind, object_id, amount, currency, event_id, occurred_at, ord)
+		ORDER BY f.ord
+		ON CONFLICT ON CONSTRAINT payment_facts_pkey DO NOTHING`
+
+// factColumns are insertFacts' arguments.
+func factColumns(facts []PaymentFact) []any {
+	var (
+		payments = make([]string, len(facts))
+		keys     = make([]string, len(facts))
+		kinds    = make([]string, len(facts))
+		objects  = make([]string, len(facts))
+		amounts  = make([]string, len(facts))
+		currency = make([]string, len(facts))
+		events   = make([]string, len(facts))
+		occurred = make([]time.Time, len(facts))
+	)
+	for i, f := range facts {
+		payments[i], keys[i], kinds[i], objects[i] = f.PaymentID, f.Key(), string(f.Kind), f.ObjectID
+		amounts[i], currency[i], events[i], occurred[i] = f.Amount.String(), f.Currency, f.EventID, f.At
+	}
+	return []any{payments, keys, kinds, objects, amounts, currency, events, occurred}
+}
+
 // AddFactsTx stores facts not yet known for the payment and returns the
 // ones that were new, in their order, with one statement. A fact already
 // stored under the same key, or given twice, is a duplicate report and
@@ -124,46 +197,25 @@ func AddFactsTx(ctx context.Context, tx pgx.Tx, paymentID string, facts []statem
 	if len(facts) == 0 {
 		return nil, nil
 	}
-	var (
-		keys      = make([]string, len(facts))
-		kinds     = make([]string, len(facts))
-		objects   = make([]string, len(facts))
-		amounts   = make([]string, len(facts))
-		currency  = make([]string, len(facts))
-		events    = make([]string, len(facts))
-		occurred  = make([]time.Time, len(facts))
-		positions = make(map[string]int, len(facts))
-	)
+	pfs := make([]PaymentFact, len(facts))
+	positions := make(map[string]int, len(facts))
 	for i, f := range facts {
-		keys[i], kinds[i], objects[i], amounts[i] = f.Key(), string(f.Kind), f.ObjectID, f.Amount.String()
-		currency[i], events[i], occurred[i] = f.Currency, f.EventID, f.At
-		if _, seen := positions[keys[i]]; !seen {
-			positions[keys[i]] = i
+		pfs[i] = PaymentFact{PaymentID: paymentID, Fact: f}
+		if _, seen := positions[f.Key()]; !seen {
+			positions[f.Key()] = i
 		}
 	}
-	rows, err := tx.Query(ctx, `
-		INSERT INTO payment_facts (payment_id, key, kind, object_id, amount, currency, event_id, occurred_at)
-		SELECT $1, f.key, f.kind, f.object_id, f.amount::numeric, f.currency, f.event_id, f.occurred_at
-		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
-			WITH ORDINALITY AS f (key, kind, object_id, amount, currency, event_id, occurred_at, ord)
-		ORDER BY f.ord
-		ON CONFLICT ON CONSTRAINT payment_facts_pkey DO NOTHING
-		RETURNING key`,
-		paymentID, keys, kinds, objects, amounts, currency, events, occurred)
+	rows, err := tx.Query(ctx, insertFacts+"\n\t\tRETURNING key", factColumns(pfs)...)
 	if err != nil {
 		return nil, fmt.Errorf("store %d facts of %s: %w", len(facts), paymentID, err)
 	}
-	defer rows.Close()
-	isNew := make([]bool, len(facts))
-	for rows.Next() {
-		var key string
-		if err := rows.Scan(&key); err != nil {
-			return nil, fmt.Errorf("store %d facts of %s: %w", len(facts), paymentID, err)
-		}
-		isNew[positions[key]] = true
-	}
-	if err := rows.Err(); err != nil {
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		return nil, fmt.Errorf("store %d facts of %s: %w", len(facts), paymentID, err)
+	}
+	isNew := make([]bool, len(facts))
+	for _, key := range keys {
+		isNew[positions[key]] = true
 	}
 	var added []statemachine.Fact
 	for i, f := range facts {
@@ -174,72 +226,161 @@ func AddFactsTx(ctx context.Context, tx pgx.Tx, paymentID string, facts []statem
 	return added, nil
 }
 
+// AddFactsManyTx stores facts of any payments, in their order, with one
+// statement. The caller has already decided which facts are new (from the
+// facts LockPaymentsWithFactsTx returned); one already stored under the same
+// payment and key, or given twice, is a duplicate report and is skipped.
+// Every payment must exist. Empty facts does nothing.
+func AddFactsManyTx(ctx context.Context, tx pgx.Tx, facts []PaymentFact) error {
+	if len(facts) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, insertFacts, factColumns(facts)...); err != nil {
+		return fmt.Errorf("store %d facts: %w", len(facts), err)
+	}
+	return nil
+}
+
+// selectFacts reads the facts of the payments in $1, grouped by payment.
 const selectFacts = `
-		SELECT kind, object_id, amount::text, currency, event_id, occurred_at
-		FROM payment_facts WHERE payment_id = $1 ORDER BY recorded_at, key`
+		SELECT payment_id, kind, object_id, amount::text, currency, event_id, occurred_at
+		FROM payment_facts WHERE payment_id = ANY($1) ORDER BY payment_id, recorded_at, key`
 
 // Facts returns every fact stored for a payment.
 func Facts(ctx context.Context, q Querier, paymentID string) ([]statemachine.Fact, error) {
-	rows, err := q.Query(ctx, selectFacts, paymentID)
-	if err != nil {
-		return nil, fmt.Errorf("read facts of %s: %w", paymentID, err)
+	rows, err := q.Query(ctx, selectFacts, []string{paymentID})
+	if err == nil {
+		var facts map[string][]statemachine.Fact
+		if facts, err = scanFacts(rows); err == nil {
+			return facts[paymentID], nil
+		}
 	}
-	return scanFacts(rows, paymentID)
+	return nil, fmt.Errorf("read facts of %s: %w", paymentID, err)
 }
 
-func scanFacts(rows pgx.Rows, paymentID string) ([]statemachine.Fact, error) {
+// scanFacts reads selectFacts' rows by payment and closes them.
+func scanFacts(rows pgx.Rows) (map[string][]statemachine.Fact, error) {
 	defer rows.Close()
-	var out []statemachine.Fact
+	out := map[string][]statemachine.Fact{}
 	for rows.Next() {
-		var f statemachine.Fact
-		var amount string
-		if err := rows.Scan(&f.Kind, &f.ObjectID, &amount, &f.Currency, &f.EventID, &f.At); err != nil {
-			return nil, fmt.Errorf("read facts of %s: %w", paymentID, err)
+		var (
+			paymentID, amount string
+			f                 statemachine.Fact
+		)
+		if err := rows.Scan(&paymentID, &f.Kind, &f.ObjectID, &amount, &f.Currency, &f.EventID, &f.At); err != nil {
+			return nil, err
 		}
 		var err error
 		if f.Amount, err = decimal.NewFromString(amount); err != nil {
-			return nil, fmt.Errorf("read facts of %s: %w", paymentID, err)
+			return nil, fmt.Errorf("payment %s: amount %q: %w", paymentID, amount, err)
 		}
-		out = append(out, f)
+		out[paymentID] = append(out[paymentID], f)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read facts of %s: %w", paymentID, err)
+		return nil, err
 	}
 	return out, nil
+}
+
+// StateChange is one change of a payment's state, for SavePaymentsTx; From
+// is empty for the payment's first state.
+type StateChange struct {
+	PaymentID string
+	From, To  statemachine.State
+	EventID   string
 }
 
 // SavePaymentTx writes the payment's new summary, and a history row when
 // its state changed. A known receipt email is kept once learnt: a later
 // report without one does not erase it.
 func SavePaymentTx(ctx context.Context, tx pgx.Tx, p Payment, previous statemachine.State, eventID string) error {
-	// One round trip: the history row, when there is one, is pipelined
-	// behind the update.
+	var changes []StateChange
+	if previous != p.State {
+		changes = []StateChange{{PaymentID: p.ID, From: previous, To: p.State, EventID: eventID}}
+	}
+	return SavePaymentsTx(ctx, tx, []Payment{p}, changes)
+}
+
+// SavePaymentsTx is SavePaymentTx for many payments, in one round trip
+// whatever their number: it writes the new summary of every payment of ps
+// with one statement, and one history row per change, in the order of
+// changes (history reads back in that order), with another. The payments
+// must exist and be locked already (LockPaymentsWithFactsTx): the update
+// takes their row locks in no set order, which only the earlier lock keeps
+// from deadlocking. Each must be in ps once: given twice it fails before
+// touching the database, since which of the two summaries should win is not
+// this function's to guess.
+func SavePaymentsTx(ctx context.Context, tx pgx.Tx, ps []Payment, changes []StateChange) error {
+	if len(ps) == 0 && len(changes) == 0 {
+		return nil
+	}
+	var (
+		n        = len(ps)
+		ids      = make([]string, n)
+		states   = make([]string, n)
+		currency = make([]string, n)
+		amounts  = [4][]string{make([]string, n), make([]string, n), make([]string, n), make([]string, n)}
+		emails   = make([]string, n)
+		known    = make([]bool, n)
+		seen     = make(map[string]bool, n)
+	)
+	for i, p := range ps {
+		if seen[p.ID] {
+			return fmt.Errorf("save payment %s: given twice", p.ID)
+		}
+		seen[p.ID] = true
+		ids[i], states[i], currency[i], emails[i], known[i] = p.ID, string(p.State), p.Currency, p.ReceiptEmail, p.ReceiptEmailKnown
+		amounts[0][i], amounts[1][i] = p.Amount.String(), p.AmountCaptured.String()
+		amounts[2][i], amounts[3][i] = p.AmountRefunded.String(), p.AmountDisputed.String()
+	}
+	var (
+		changed = make([]string, len(changes))
+		from    = make([]string, len(changes))
+		to      = make([]string, len(changes))
+		events  = make([]string, len(changes))
+	)
+	for i, c := range changes {
+		changed[i], from[i], to[i], events[i] = c.PaymentID, string(c.From), string(c.To), c.EventID
+	}
+
+	// One round trip: the history rows are pipelined behind the update.
 	batch := &pgx.Batch{}
-	batch.Queue(`
-		UPDATE payments SET status = $2, currency = $3, amount = $4::numeric, amount_captured = $5::numeric,
-			amount_refunded = $6::numeric, amount_disputed = $7::numeric,
-			receipt_email = CASE WHEN $9 THEN coalesce(nullif($8, ''), receipt_email, '') ELSE receipt_email END,
-			updated_at = now()
-		WHERE id = $1`,
-		p.ID, p.State, p.Currency, p.Amount.String(), p.AmountCaptured.String(),
-		p.AmountRefunded.String(), p.AmountDisputed.String(), p.ReceiptEmail, p.ReceiptEmailKnown)
-	changed := previous != p.State
-	if changed {
-		batch.Queue(`INSERT INTO payment_history (payment_id, from_status, to_status, event_id) VALUES ($1, nullif($2, ''), $3, $4)`,
-			p.ID, previous, p.State, eventID)
+	if len(ps) > 0 {
+		batch.Queue(`
+			UPDATE payments AS p SET status = u.status, currency = u.currency, amount = u.amount::numeric,
+				amount_captured = u.captured::numeric, amount_refunded = u.refunded::numeric,
+				amount_disputed = u.disputed::numeric,
+				receipt_email = CASE WHEN u.email_known THEN coalesce(nullif(u.email, ''), p.receipt_email, '') ELSE p.receipt_email END,
+				updated_at = now()
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::boolean[])
+				AS u(id, status, currency, amount, captured, refunded, disputed, email, email_known)
+			WHERE p.id = u.id`,
+			ids, states, currency, amounts[0], amounts[1], amounts[2], amounts[3], emails, known)
+	}
+	if len(changes) > 0 {
+		// In the order of changes, so history ids, which History reads by,
+		// follow it.
+		batch.Queue(`
+			INSERT INTO payment_history (payment_id, from_status, to_status, event_id)
+			SELECT c.payment_id, nullif(c.from_status, ''), c.to_status, c.event_id
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS c(payment_id, from_status, to_status, event_id, ord)
+			ORDER BY c.ord`,
+			changed, from, to, events)
 	}
 	results := tx.SendBatch(ctx, batch)
 	defer results.Close()
-	if _, err := results.Exec(); err != nil {
-		return fmt.Errorf("save payment %s: %w", p.ID, err)
-	}
-	if changed {
+	if len(ps) > 0 {
 		if _, err := results.Exec(); err != nil {
-			return fmt.Errorf("record history of %s: %w", p.ID, err)
+			return fmt.Errorf("save payment %s: %w", andMore(ids), err)
+		}
+	}
+	if len(changes) > 0 {
+		if _, err := results.Exec(); err != nil {
+			return fmt.Errorf("record history of %s: %w", andMore(changed), err)
 		}
 	}
 	if err := results.Close(); err != nil {
-		return fmt.Errorf("save payment %s: %w", p.ID, err)
+		return fmt.Errorf("save payment %s: %w", andMore(append(ids, changed...)), err)
 	}
 	return nil
 }

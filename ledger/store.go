@@ -20,22 +20,33 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// The header and its entries go in one statement: one round trip, and no
-// window in which the header exists without its entries. On a ref conflict
-// the header CTE returns nothing, so no entry is inserted either.
-const insertTransaction = `
+// The headers and their entries go in one statement: one round trip, and no
+// window in which a header exists without its entries. A header whose ref
+// is taken is not returned by the header CTE, so none of its entries is
+// inserted either.
+//
+// Headers are inserted in ref order so that two batches posting some of the
+// same refs take the unique key's locks in the same order: the later waits
+// for the earlier instead of each waiting for the other. Entries follow
+// their input order, so a transaction's entries keep the order they were
+// posted in.
+const insertTransactions = `
 WITH header AS (
     INSERT INTO ledger_transactions (ref, kind, currency, occurred_at, payment_id, event_id, entry_count)
-    VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7)
+    SELECT h.ref, h.kind, h.currency, h.occurred_at, NULLIF(h.payment_id, ''), NULLIF(h.event_id, ''), h.entry_count
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::integer[])
+        AS h(ref, kind, currency, occurred_at, payment_id, event_id, entry_count)
+    ORDER BY h.ref
     ON CONFLICT ON CONSTRAINT ledger_transactions_ref_key DO NOTHING
-    RETURNING id, currency
+    RETURNING id, ref, currency
 ), lines AS (
     INSERT INTO ledger_entries (transaction_id, account, currency, debit, credit)
     SELECT header.id, e.account, header.currency, e.debit::numeric, e.credit::numeric
-    FROM header, unnest($8::text[], $9::text[], $10::text[]) WITH ORDINALITY AS e(account, debit, credit, n)
+    FROM unnest($8::text[], $9::text[], $10::text[], $11::text[]) WITH ORDINALITY AS e(ref, account, debit, credit, n)
+    JOIN header ON header.ref = e.ref
     ORDER BY e.n
 )
-SELECT id FROM header`
+SELECT ref FROM header`
 
 // PostTx records t in the caller's transaction, once. It returns created
 // true when t is new, and false with a nil error when a transaction with the
@@ -52,40 +63,129 @@ SELECT id FROM header`
 // ErrRefConflict) when the ref holds different content, or with a wrapped
 // database error.
 func PostTx(ctx context.Context, tx pgx.Tx, t Transaction) (created bool, err error) {
-	if err := t.Validate(); err != nil {
-		return false, fmt.Errorf("post %s: %w", t.Ref, err)
-	}
-	exp, _ := Exponent(t.Currency) // Validate checked it
-	accounts := make([]string, len(t.Entries))
-	debits := make([]string, len(t.Entries))
-	credits := make([]string, len(t.Entries))
-	for i, e := range t.Entries {
-		// At the currency's scale, so the stored NUMERIC reads as 360.00
-		// for anyone querying the table directly. Exact: Validate refused
-		// anything finer.
-		accounts[i], debits[i], credits[i] = string(e.Account), e.Debit.StringFixed(exp), e.Credit.StringFixed(exp)
-	}
-
-	var id int64
-	err = tx.QueryRow(ctx, insertTransaction,
-		t.Ref, string(t.Kind), t.Currency, t.OccurredAt, t.PaymentID, t.EventID, len(t.Entries),
-		accounts, debits, credits,
-	).Scan(&id)
-	switch {
-	case err == nil:
-		return true, nil
-	case !errors.Is(err, pgx.ErrNoRows):
-		return false, fmt.Errorf("post %s: %w", t.Ref, translate(err))
-	}
-
-	stored, err := TransactionByRef(ctx, tx, t.Ref)
+	got, err := PostManyTx(ctx, tx, []Transaction{t})
 	if err != nil {
-		return false, fmt.Errorf("post %s: load existing: %w", t.Ref, err)
+		return false, err
 	}
+	return got[0], nil
+}
+
+// PostManyTx is PostTx for many transactions, with a fixed number of
+// statements whatever len(ts): created[i] tells whether ts[i] was new. A ref
+// given twice in ts is posted once, by its first occurrence; the later ones
+// are duplicates (created false) when their content is the same.
+//
+// Every transaction is validated before the database is touched. It fails
+// with the errors of Validate, with *RefConflictError (matching
+// ErrRefConflict) when a ref holds, or is given in ts with, different
+// content, or with a wrapped database error; the errors name the ref at
+// fault. On an error some of ts may already be written in tx, which the
+// caller must then roll back. An empty ts does nothing.
+func PostManyTx(ctx context.Context, tx pgx.Tx, ts []Transaction) (created []bool, err error) {
+	if len(ts) == 0 {
+		return nil, nil
+	}
+	for _, t := range ts {
+		if err := t.Validate(); err != nil {
+			return nil, fmt.Errorf("post %s: %w", t.Ref, err)
+		}
+	}
+
+	// first[ref] is the index in ts of the ref's first occurrence, the one
+	// sent to the database; a later one is compared with it here, with no
+	// need to ask the database.
+	first := make(map[string]int, len(ts))
+	var (
+		refs, kinds, currencies, payments, events []string
+		occurred                                  []time.Time
+		counts                                    []int32
+		entryRefs, accounts, debits, credits      []string
+	)
+	for i, t := range ts {
+		if j, seen := first[t.Ref]; seen {
+			if err := CheckSameContent(ts[j], t); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		first[t.Ref] = i
+		refs, kinds, currencies = append(refs, t.Ref), append(kinds, string(t.Kind)), append(currencies, t.Currency)
+		payments, events = append(payments, t.PaymentID), append(events, t.EventID)
+		occurred, counts = append(occurred, t.OccurredAt), append(counts, int32(len(t.Entries)))
+		exp, _ := Exponent(t.Currency) // Validate checked it
+		for _, e := range t.Entries {
+			// At the currency's scale, so the stored NUMERIC reads as
+			// 360.00 for anyone querying the table directly. Exact:
+			// Validate refused anything finer.
+			entryRefs, accounts = append(entryRefs, t.Ref), append(accounts, string(e.Account))
+			debits, credits = append(debits, e.Debit.StringFixed(exp)), append(credits, e.Credit.StringFixed(exp))
+		}
+	}
+
+	rows, err := tx.Query(ctx, insertTransactions,
+		refs, kinds, currencies, occurred, payments, events, counts,
+		entryRefs, accounts, debits, credits)
+	if err != nil {
+		return nil, fmt.Errorf("post %s: %w", andMore(refs), translate(err))
+	}
+	inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("post %s: %w", andMore(refs), translate(err))
+	}
+
+	created = make([]bool, len(ts))
+	for _, ref := range inserted {
+		created[first[ref]] = true
+	}
+	if len(inserted) == len(refs) {
+		return created, nil
+	}
+
+	// The refs not inserted were taken, earlier or by a transaction that
+	// committed while this one waited on the key; either way their rows are
+	// visible now.
+	var taken []string
+	for _, ref := range refs {
+		if !created[first[ref]] {
+			taken = append(taken, ref)
+		}
+	}
+	stored, err := TransactionsByRefs(ctx, tx, taken)
+	if err != nil {
+		return nil, fmt.Errorf("post %s: load existing: %w", andMore(taken), err)
+	}
+	for _, ref := range taken {
+		s, ok := stored[ref]
+		if !ok {
+			return nil, fmt.Errorf("post %s: load existing: %w", ref, ErrNotFound)
+		}
+		if err := CheckSameContent(s, ts[first[ref]]); err != nil {
+			return nil, err
+		}
+	}
+	return created, nil
+}
+
+// CheckSameContent tells whether t may be posted where stored, the
+// transaction with t's ref, already is: nil when both are the same money
+// movement (kind, currency, payment and entries; not OccurredAt nor
+// EventID), so posting t would be a no-op, else a *RefConflictError
+// (matching ErrRefConflict) wrapped as PostTx wraps it. It lets a caller that
+// already read the stored transactions decide before writing anything.
+func CheckSameContent(stored, t Transaction) error {
 	if diff := sameContent(stored, t); diff != "" {
-		return false, fmt.Errorf("post %s: %w", t.Ref, &RefConflictError{Ref: t.Ref, Detail: diff})
+		return fmt.Errorf("post %s: %w", t.Ref, &RefConflictError{Ref: t.Ref, Detail: diff})
 	}
-	return false, nil
+	return nil
+}
+
+// andMore names a set of refs or ids in an error: the one when there is one,
+// as the single-item functions always did, else the first and a count.
+func andMore(names []string) string {
+	if len(names) == 1 {
+		return names[0]
+	}
+	return fmt.Sprintf("%s and %d more", names[0], len(names)-1)
 }
 
 // translate turns the database's refusals into this package's sentinels, so
@@ -197,6 +297,24 @@ func TransactionByRef(ctx context.Context, q Querier, ref string) (Transaction, 
 		return Transaction{}, fmt.Errorf("read transaction %s: %w", ref, ErrNotFound)
 	}
 	return ts[0], nil
+}
+
+// TransactionsByRefs returns the transactions with the given refs, by ref,
+// with one query. A ref with no transaction is absent from the map, not an
+// error; the map is never nil, so a caller may add to it.
+func TransactionsByRefs(ctx context.Context, q Querier, refs []string) (map[string]Transaction, error) {
+	out := make(map[string]Transaction, len(refs))
+	if len(refs) == 0 {
+		return out, nil
+	}
+	ts, err := queryTransactions(ctx, q, "WHERE t.ref = ANY($1)", refs)
+	if err != nil {
+		return nil, fmt.Errorf("read transactions %s: %w", andMore(refs), err)
+	}
+	for _, t := range ts {
+		out[t.Ref] = t
+	}
+	return out, nil
 }
 
 // TransactionsForPayment returns the payment's transactions in the order
