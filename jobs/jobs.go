@@ -52,7 +52,14 @@ func (ProcessEventArgs) InsertOpts() river.InsertOpts {
 type Config struct {
 	Logger             *slog.Logger
 	ProcessMaxAttempts int // default DefaultProcessMaxAttempts
-	EventWorkers       int // concurrent process_event jobs; default 20
+	// EventWorkers is how many process_event jobs run at once; default
+	// 128. A running job mostly waits for the batch its event is applied
+	// in, so this is how many events a batch can gather, not how much
+	// work runs at once: EventAppliers is that.
+	EventWorkers int
+	// EventAppliers is how many batches of events are applied at once;
+	// default 2.
+	EventAppliers int
 	// JobTimeout bounds one attempt. River only rescues a job left running
 	// by a crashed process after RescueStuckJobsAfter, so both are set
 	// deliberately short: an acknowledged event must be applied within a
@@ -84,7 +91,7 @@ func (c *Config) withDefaults() {
 		c.ProcessMaxAttempts = DefaultProcessMaxAttempts
 	}
 	if c.EventWorkers <= 0 {
-		c.EventWorkers = 20
+		c.EventWorkers = 128
 	}
 	if c.JobTimeout <= 0 {
 		c.JobTimeout = 10 * time.Second
@@ -110,7 +117,7 @@ type Client struct {
 func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	config.withDefaults()
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &ProcessEventWorker{pool: pool, logger: config.Logger, opsEmail: config.Email.OpsEmail})
+	river.AddWorker(workers, newProcessEventWorker(pool, config.Logger, config.Email.OpsEmail, config.EventAppliers))
 	emailWorker, err := NewSendEmailWorker(pool, config.Email, config.Logger)
 	if err != nil {
 		return nil, err

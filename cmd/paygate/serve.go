@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -36,7 +35,6 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	jobClient, err = jobs.NewClient(pool, jobs.Config{
 		Logger:             logger,
 		ProcessMaxAttempts: cfg.ProcessMaxAttempts,
-		EventWorkers:       eventWorkers(),
 		Email:              jobs.EmailConfig{SMTPURL: cfg.SMTPURL, From: cfg.EmailFrom, OpsEmail: cfg.OpsEmail},
 		Register:           reconcileHook,
 	})
@@ -144,15 +142,4 @@ func newIngester(pool *pgxpool.Pool, enq webhook.Enqueuer, logger *slog.Logger, 
 	}
 	b := webhook.NewBatchIngester(webhook.BatchConfig{Pool: pool, Enqueue: enq, Logger: logger, Registerer: reg})
 	return b, func() { _ = b.Close() }
-}
-
-// eventWorkers is how many process_event jobs serve runs at once: twice the
-// cores. Applying an event is mostly PostgreSQL's CPU (about twenty
-// statements); more concurrent applications than a few per core only queue
-// on the database and take its CPU from the webhook path, whose commit is
-// what a provider waits for. On the 2-core bench machine 4 workers applied
-// as many events per second as 8 or 20, and ingested 1.5 to 5 times more
-// meanwhile (docs/performance.md).
-func eventWorkers() int {
-	return max(4, 2*runtime.GOMAXPROCS(0))
 }

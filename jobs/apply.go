@@ -1,0 +1,333 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/paygate/paygate/inbox"
+	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/statemachine"
+)
+
+// applyTimeout bounds one batch's transaction, well within a job's own
+// timeout: a batch takes milliseconds.
+const applyTimeout = 5 * time.Second
+
+// applier applies inbox events to the ledger and the payments, many in one
+// transaction: each step below is one statement (or one pipelined round
+// trip) for the whole batch, however many events it holds.
+//
+//  1. lock the events' inbox rows (sorted: concurrent batches never
+//     deadlock); skip the ones already done;
+//  2. map each payload to its effects, in Go;
+//  3. create and lock the payments concerned (sorted), and read their facts
+//     and the ledger transactions already posted under the events' refs;
+//  4. fold each event into its payment, one after the other in the order of
+//     the batch, exactly as if each were applied in a transaction of its
+//     own: an event that cannot be applied (another currency, a ref that
+//     holds a different movement, a transition adding facts cannot make)
+//     fails the batch;
+//  5. write everything: ledger transactions, facts, payments and their
+//     history, email intents and their jobs, inbox statuses.
+//
+// A batch whose transaction fails is answered errBatchFailed for every
+// event; each is then applied again alone, in a transaction that commits
+// all of its effects or none, where the error belongs to that event only.
+// Failures are rare, so this costs little and keeps one rule: an event is
+// applied whole or not at all.
+type applier struct {
+	pool     *pgxpool.Pool
+	opsEmail string
+}
+
+// apply applies keys in one transaction and returns one outcome per key: nil
+// (applied, ignored, or nothing left to do), an error wrapping ErrPermanent
+// (not applied and never will be: poison), inbox.ErrNotFound, or another
+// error (not applied; try again).
+func (a *applier) apply(ctx context.Context, rc *river.Client[pgx.Tx], keys []inbox.Key) []error {
+	ctx, cancel := context.WithTimeout(ctx, applyTimeout)
+	defer cancel()
+	var outcomes []error
+	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
+		var err error
+		outcomes, err = a.applyTx(ctx, tx, rc, keys)
+		return err
+	})
+	if err == nil {
+		return outcomes
+	}
+	switch {
+	case len(keys) > 1:
+		err = errBatchFailed
+	case isPermanentLedgerError(err):
+		err = fmt.Errorf("%w: %w", ErrPermanent, err)
+	}
+	outcomes = make([]error, len(keys))
+	for i := range outcomes {
+		outcomes[i] = err
+	}
+	return outcomes
+}
+
+// paymentApply is one payment while a batch is folded into it.
+type paymentApply struct {
+	payment ledger.Payment
+	facts   []statemachine.Fact
+	known   map[string]bool // keys of facts
+}
+
+// batchWrites is what a batch writes, gathered while it is folded.
+type batchWrites struct {
+	postings []ledger.Transaction
+	facts    []ledger.PaymentFact
+	changes  []ledger.StateChange
+	emails   []Email
+	statuses []inbox.StatusUpdate
+}
+
+func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], keys []inbox.Key) ([]error, error) {
+	outcomes := make([]error, len(keys))
+	stored, err := inbox.LockManyTx(ctx, tx, keys)
+	if err != nil {
+		return nil, err
+	}
+
+	type work struct {
+		ev inbox.Event
+		fx Effects
+	}
+	var (
+		todo   []work
+		writes batchWrites
+		seen   = make(map[inbox.Key]bool, len(keys))
+	)
+	for i, k := range keys {
+		ev, ok := stored[k]
+		switch {
+		case !ok:
+			outcomes[i] = fmt.Errorf("apply %s %s: %w", k.Provider, k.EventID, inbox.ErrNotFound)
+			continue
+		case seen[k] || done(ev.Status):
+			// Applied already (a job run again after its completion was
+			// lost), or set aside by an operator: only a replay, which
+			// sets the event back to received, brings it back.
+			continue
+		}
+		seen[k] = true
+		fx, err := StripeEffects(ev.Payload)
+		switch {
+		case errors.Is(err, errIgnored):
+			writes.statuses = append(writes.statuses, applied(k, inbox.StatusIgnored))
+		case err != nil:
+			outcomes[i] = err
+		default:
+			todo = append(todo, work{ev, fx})
+		}
+	}
+
+	var (
+		payments = map[string]*paymentApply{}
+		refs     []string
+	)
+	byProvider := map[string][]string{}
+	for _, w := range todo {
+		if w.fx.PaymentID != "" {
+			byProvider[w.ev.Provider] = append(byProvider[w.ev.Provider], w.fx.PaymentID)
+		}
+		for _, t := range w.fx.Postings {
+			refs = append(refs, t.Ref)
+		}
+	}
+	for _, provider := range sortedKeys(byProvider) { // locks in one order: (provider, id)
+		ps, facts, err := ledger.LockPaymentsWithFactsTx(ctx, tx, provider, byProvider[provider])
+		if err != nil {
+			return nil, err
+		}
+		for id, p := range ps {
+			pa := &paymentApply{payment: p, facts: facts[id], known: make(map[string]bool, len(facts[id]))}
+			for _, f := range pa.facts {
+				pa.known[f.Key()] = true
+			}
+			payments[id] = pa
+		}
+	}
+	posted, err := ledger.TransactionsByRefs(ctx, tx, refs)
+	if err != nil {
+		return nil, err
+	}
+
+	for _, w := range todo {
+		if err := a.fold(w.ev, w.fx, payments[w.fx.PaymentID], posted, &writes); err != nil {
+			return nil, fmt.Errorf("apply %s: %w", w.ev.EventID, err)
+		}
+		writes.statuses = append(writes.statuses, applied(inbox.Key{Provider: w.ev.Provider, EventID: w.ev.EventID}, inbox.StatusProcessed))
+	}
+
+	if _, err := ledger.PostManyTx(ctx, tx, writes.postings); err != nil {
+		return nil, err
+	}
+	if err := ledger.AddFactsManyTx(ctx, tx, writes.facts); err != nil {
+		return nil, err
+	}
+	var touched []ledger.Payment
+	for _, id := range sortedKeys(payments) {
+		touched = append(touched, payments[id].payment)
+	}
+	if err := ledger.SavePaymentsTx(ctx, tx, touched, writes.changes); err != nil {
+		return nil, err
+	}
+	if _, err := EnqueueEmailsTx(ctx, tx, rc, writes.emails); err != nil {
+		return nil, err
+	}
+	if err := inbox.SetStatusManyTx(ctx, tx, writes.statuses); err != nil {
+		return nil, err
+	}
+	return outcomes, nil
+}
+
+// fold applies one event's effects to its payment (nil for movements that
+// belong to no payment) and gathers its writes, or refuses the event with
+// an error wrapping ErrPermanent.
+// posted holds the ledger's transactions by ref, those of this batch
+// included.
+func (a *applier) fold(ev inbox.Event, fx Effects, pa *paymentApply, posted map[string]ledger.Transaction, writes *batchWrites) error {
+	var postings []ledger.Transaction
+	for _, t := range fx.Postings {
+		if stored, ok := posted[t.Ref]; ok {
+			if err := ledger.CheckSameContent(stored, t); err != nil {
+				return fmt.Errorf("%w: %w", ErrPermanent, err)
+			}
+			continue // the same movement, reported again
+		}
+		if slices.ContainsFunc(postings, func(p ledger.Transaction) bool { return p.Ref == t.Ref }) {
+			continue
+		}
+		postings = append(postings, t)
+	}
+	if pa == nil {
+		for _, t := range postings {
+			posted[t.Ref] = t
+		}
+		writes.postings = append(writes.postings, postings...)
+		return nil
+	}
+
+	p := pa.payment
+	var previous statemachine.State
+	if len(pa.facts) > 0 {
+		previous = p.State
+	}
+	var added []statemachine.Fact
+	for _, f := range fx.Facts {
+		if err := statemachine.CheckCurrency(pa.facts, f); err != nil {
+			return fmt.Errorf("%w: %w", ErrPermanent, err)
+		}
+		if pa.known[f.Key()] || slices.ContainsFunc(added, func(g statemachine.Fact) bool { return g.Key() == f.Key() }) {
+			continue // reported before: a duplicate changes nothing
+		}
+		added = append(added, f)
+	}
+	all := append(slices.Clip(pa.facts), added...)
+	p.Summary = statemachine.Fold(all)
+	emailLearnt := fx.ReceiptEmailKnown && (!p.ReceiptEmailKnown || (p.ReceiptEmail == "" && fx.ReceiptEmail != ""))
+	if emailLearnt {
+		p.ReceiptEmail, p.ReceiptEmailKnown = fx.ReceiptEmail, true
+	}
+	if previous != "" {
+		if err := statemachine.CheckTransition(previous, p.State, lastKind(fx.Facts)); err != nil {
+			return fmt.Errorf("%w: %w", ErrPermanent, err)
+		}
+	}
+
+	// Accepted: from here on, the event is part of the batch.
+	for _, t := range postings {
+		posted[t.Ref] = t
+	}
+	writes.postings = append(writes.postings, postings...)
+	for _, f := range added {
+		pa.known[f.Key()] = true
+		writes.facts = append(writes.facts, ledger.PaymentFact{PaymentID: p.ID, Fact: f})
+	}
+	pa.facts, pa.payment = all, p
+	if previous != p.State {
+		writes.changes = append(writes.changes, ledger.StateChange{PaymentID: p.ID, From: previous, To: p.State, EventID: ev.EventID})
+	}
+	if len(added) > 0 || emailLearnt {
+		// Otherwise nothing is new: every email this payment calls for is
+		// already enqueued.
+		writes.emails = append(writes.emails, emailsFor(ev, p, added, all, a.opsEmail)...)
+	}
+	return nil
+}
+
+// emailsFor lists the email intents a payment's facts call for once added
+// joined all. Customer emails are derived from the whole fact set once the
+// payment's address is known (or known to be absent, then recorded as
+// skipped), so a refund reported before the charge that names the address
+// still gets its confirmation. The outbox is unique per (kind, object):
+// however often and in whatever order the reports arrive, each intent is
+// enqueued once.
+func emailsFor(ev inbox.Event, p ledger.Payment, added, all []statemachine.Fact, opsEmail string) []Email {
+	var emails []Email
+	if p.ReceiptEmailKnown {
+		if p.AmountCaptured.IsPositive() {
+			emails = append(emails, Email{Kind: EmailPaymentReceipt, ObjectID: p.ID, PaymentID: p.ID,
+				Recipient: p.ReceiptEmail, Amount: ledger.Format(p.AmountCaptured, p.Currency), Currency: p.Currency})
+		}
+		failed := map[string]bool{}
+		for _, f := range all {
+			if f.Kind == statemachine.FactRefundFailed {
+				failed[f.ObjectID] = true
+			}
+		}
+		for _, f := range all {
+			if f.Kind == statemachine.FactRefundSucceeded && !failed[f.ObjectID] {
+				emails = append(emails, Email{Kind: EmailRefundConfirmation, ObjectID: f.ObjectID, PaymentID: p.ID,
+					Recipient: p.ReceiptEmail, Amount: ledger.Format(f.Amount, f.Currency), Currency: f.Currency})
+			}
+		}
+	}
+	for _, f := range added {
+		if f.Kind == statemachine.FactDisputeOpened {
+			alert := Email{Kind: EmailDisputeAlert, ObjectID: f.ObjectID, PaymentID: p.ID, Recipient: opsEmail,
+				Provider: ev.Provider, EventID: ev.EventID, EventType: ev.Type}
+			if p.Currency != "" {
+				alert.Amount, alert.Currency = ledger.Format(p.Amount, p.Currency), p.Currency
+			}
+			emails = append(emails, alert)
+		}
+	}
+	return emails
+}
+
+// done reports the statuses a process_event job has nothing left to do for.
+func done(s inbox.Status) bool {
+	return s == inbox.StatusProcessed || s == inbox.StatusIgnored || s == inbox.StatusDiscarded
+}
+
+func applied(k inbox.Key, s inbox.Status) inbox.StatusUpdate {
+	return inbox.StatusUpdate{Key: k, Status: s, Attempt: true}
+}
+
+func lastKind(facts []statemachine.Fact) statemachine.FactKind {
+	if len(facts) == 0 {
+		return ""
+	}
+	return facts[len(facts)-1].Kind
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,270 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paygate/paygate/inbox"
+	"github.com/paygate/paygate/internal/stripesim"
+	"github.com/paygate/paygate/internal/testdb"
+)
+
+// applyWorld is a database with events in its inbox and an applier, without
+// running workers: the tests call the applier themselves.
+type applyWorld struct {
+	pool    *pgxpool.Pool
+	rc      *river.Client[pgx.Tx]
+	applier *applier
+}
+
+func newApplyWorld(t *testing.T) *applyWorld {
+	t.Helper()
+	pool := testdb.New(t)
+	client, err := NewClient(pool, Config{InsertOnly: true})
+	require.NoError(t, err)
+	return &applyWorld{pool: pool, rc: client.River, applier: &applier{pool: pool, opsEmail: "ops@example.test"}}
+}
+
+// store puts events in the inbox, as ingest does (their jobs are not
+// needed: the tests apply them directly), and returns their keys.
+func (w *applyWorld) store(t *testing.T, events []stripesim.Event) []inbox.Key {
+	t.Helper()
+	ctx := context.Background()
+	keys := make([]inbox.Key, len(events))
+	require.NoError(t, pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		for i, e := range events {
+			keys[i] = inbox.Key{Provider: "stripe", EventID: e.ID}
+			if _, err := inbox.InsertTx(ctx, tx, inbox.Event{Provider: "stripe", EventID: e.ID, Type: string(e.Type), Payload: e.Payload}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	return keys
+}
+
+// books dumps everything applying writes, in an order that does not depend
+// on the order of writing.
+func (w *applyWorld) books(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, q := range []string{
+		`SELECT id || ' ' || status || ' ' || coalesce(currency, '') || ' ' || amount || ' ' || amount_captured || ' ' ||
+			amount_refunded || ' ' || amount_disputed || ' ' || coalesce(receipt_email, '<unknown>') FROM payments ORDER BY 1`,
+		`SELECT payment_id || ' ' || key || ' ' || amount || ' ' || event_id FROM payment_facts ORDER BY 1`,
+		`SELECT payment_id || ' ' || coalesce(from_status, '') || '>' || to_status || ' ' || event_id FROM payment_history ORDER BY payment_id, id`,
+		`SELECT t.ref || ' ' || t.kind || ' ' || t.currency || ' ' || coalesce(t.event_id, '') || ' ' ||
+			string_agg(e.account || ':' || e.debit || '/' || e.credit, ',' ORDER BY e.id)
+			FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id GROUP BY t.id ORDER BY 1`,
+		`SELECT kind || ' ' || object_id || ' ' || status || ' ' || coalesce(recipient, '') || ' ' || data::text FROM email_outbox ORDER BY 1`,
+		`SELECT 'send_email jobs ' || count(*) FROM river_job WHERE kind = 'send_email'`,
+		`SELECT event_id || ' ' || status || ' ' || attempts || ' ' || (processed_at IS NOT NULL) FROM inbox_events ORDER BY 1`,
+	} {
+		rows, err := w.pool.Query(context.Background(), q)
+		require.NoError(t, err)
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		b.WriteString(strings.Join(lines, "\n"))
+		b.WriteString("\n--\n")
+	}
+	return b.String()
+}
+
+// mixedEvents is a day of one account: payments in several currencies,
+// refunds (one failing, one reported before its charge's success), a
+// dispute, a payout, an event type paygate ignores; every event once, in
+// an order that puts late reports first.
+func mixedEvents() []stripesim.Event {
+	sim := stripesim.New(stripesim.Config{Seed: 7})
+	p := sim.Pay(stripesim.PayOpts{Amount: 36000, Currency: "usd", Email: "a@example.test"})
+	first := len(sim.Events())
+	sim.Refund(p, 6000)
+	r := sim.Refund(p, 1000)
+	sim.FailRefund(r.ID)
+	sim.Pay(stripesim.PayOpts{Amount: 1500, Currency: "jpy", Email: "b@example.test"})
+	sim.CloseDispute(sim.Dispute(sim.Pay(stripesim.PayOpts{Amount: 999, Currency: "eur"}), 0), false)
+	sim.FailPayout(sim.Payout(20000, "usd"))
+	sim.Ignored()
+	events := sim.Events()
+	// The first payment's success last: its refunds come before it.
+	return append(events[first:], events[:first]...)
+}
+
+// TestBatchAppliesAsOneByOne: a batch of events of several payments,
+// including two events of one payment and the same event twice, leaves
+// exactly the books that applying them one at a time, in the same order,
+// does.
+func TestBatchAppliesAsOneByOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	events := mixedEvents()
+
+	alone := newApplyWorld(t)
+	keys := alone.store(t, events)
+	for _, k := range keys {
+		require.NoError(t, alone.applier.apply(ctx, alone.rc, []inbox.Key{k})[0], k.EventID)
+	}
+
+	batched := newApplyWorld(t)
+	keys = batched.store(t, events)
+	keys = append(keys, keys[3], keys[0]) // a job run twice lands in the same batch
+	for i, err := range batched.applier.apply(ctx, batched.rc, keys) {
+		require.NoError(t, err, keys[i].EventID)
+	}
+
+	want := alone.books(t)
+	require.Equal(t, want, batched.books(t))
+	require.Contains(t, want, "refund_confirmation")
+	require.Contains(t, want, "dispute_alert")
+	require.Contains(t, want, "payout")
+	require.Contains(t, want, " ignored ")
+
+	// Applying the batch again changes nothing: every event is done.
+	for _, err := range batched.applier.apply(ctx, batched.rc, keys) {
+		require.NoError(t, err)
+	}
+	require.Equal(t, want, batched.books(t))
+}
+
+// TestBatchWithAnImpossibleEventAppliesNothing: one event the ledger can
+// never take fails its whole batch, which writes nothing; applied alone
+// afterwards, each of its neighbours is applied and the impossible one is
+// refused as permanent.
+func TestBatchWithAnImpossibleEventAppliesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sim := stripesim.New(stripesim.Config{Seed: 9})
+	p := sim.Pay(stripesim.PayOpts{Amount: 5000, Currency: "usd", Email: "c@example.test"})
+	bad := sim.Emit("refund.updated", map[string]any{"id": "re_eur", "object": "refund", "amount": 100,
+		"currency": "eur", "status": "succeeded", "payment_intent": p.ID})
+	sim.Pay(stripesim.PayOpts{Amount: 700, Currency: "gbp"})
+
+	w := newApplyWorld(t)
+	keys := w.store(t, sim.Events())
+	before := w.books(t)
+	for _, err := range w.applier.apply(ctx, w.rc, keys) {
+		require.ErrorIs(t, err, errBatchFailed)
+	}
+	require.Equal(t, before, w.books(t), "a failed batch writes nothing")
+
+	for _, k := range keys {
+		err := w.applier.apply(ctx, w.rc, []inbox.Key{k})[0]
+		if k.EventID == bad.ID {
+			require.ErrorIs(t, err, ErrPermanent)
+			continue
+		}
+		require.NoError(t, err, k.EventID)
+	}
+	var received int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM inbox_events WHERE status = 'received'`).Scan(&received))
+	require.Equal(t, 1, received, "only the impossible event is left, for the worker to record as poison")
+}
+
+// TestBatchOutcomesPerEvent: an event the inbox does not hold and one that
+// cannot be decoded get their own answers; the rest of the batch commits.
+func TestBatchOutcomesPerEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sim := stripesim.New(stripesim.Config{Seed: 11})
+	sim.Pay(stripesim.PayOpts{Amount: 1200, Currency: "usd"})
+	garbled := sim.Emit("charge.succeeded", map[string]any{"id": "ch_zzz", "object": "charge", "amount": 100,
+		"captured": true, "currency": "zzz"})
+
+	w := newApplyWorld(t)
+	keys := append(w.store(t, sim.Events()), inbox.Key{Provider: "stripe", EventID: "evt_never_stored"})
+	for i, err := range w.applier.apply(ctx, w.rc, keys) {
+		switch keys[i].EventID {
+		case garbled.ID:
+			require.ErrorIs(t, err, ErrPermanent)
+		case "evt_never_stored":
+			require.ErrorIs(t, err, inbox.ErrNotFound)
+		default:
+			require.NoError(t, err)
+		}
+	}
+	var processed int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM inbox_events WHERE status = 'processed'`).Scan(&processed))
+	require.Equal(t, len(keys)-2, processed)
+}
+
+// TestApplyQueueBatchesWhatWaited: while a batch is being applied, the
+// events submitted meanwhile wait and then go together, each caller getting
+// its own event's outcome; a caller that gave up before its batch began is
+// left out of it.
+func TestApplyQueueBatchesWhatWaited(t *testing.T) {
+	t.Parallel()
+	var (
+		mu      sync.Mutex
+		batches [][]string
+		release = make(chan struct{})
+		first   = make(chan struct{})
+	)
+	q := &applyQueue{maxAppliers: 1, maxEvents: 16, apply: func(_ context.Context, _ *river.Client[pgx.Tx], keys []inbox.Key) []error {
+		mu.Lock()
+		ids := make([]string, len(keys))
+		for i, k := range keys {
+			ids[i] = k.EventID
+		}
+		batches = append(batches, ids)
+		n := len(batches)
+		mu.Unlock()
+		if n == 1 {
+			close(first)
+			<-release
+		}
+		out := make([]error, len(keys))
+		for i, k := range keys {
+			out[i] = fmt.Errorf("outcome of %s", k.EventID)
+		}
+		return out
+	}}
+	submit := func(ctx context.Context, id string) error {
+		return q.submit(ctx, nil, inbox.Key{Provider: "stripe", EventID: id})
+	}
+
+	results := make(chan error, 64)
+	go func() { results <- submit(context.Background(), "evt_0") }()
+	<-first
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	goneResult := make(chan error, 1)
+	go func() { goneResult <- submit(gone, "evt_gone") }()
+	for i := 1; i <= 40; i++ {
+		go func() { results <- submit(context.Background(), fmt.Sprintf("evt_%d", i)) }()
+	}
+	require.Eventually(t, func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.pending) == 41
+	}, 5*time.Second, time.Millisecond)
+	close(release)
+	require.ErrorIs(t, <-goneResult, context.Canceled)
+
+	seen := map[string]bool{}
+	for range 41 {
+		err := <-results
+		id := strings.TrimPrefix(err.Error(), "outcome of ")
+		require.False(t, seen[id], id)
+		seen[id] = true
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"evt_0"}, batches[0])
+	require.Len(t, batches, 4, "40 waiting events in batches of at most 16")
+	total := 0
+	for _, b := range batches[1:] {
+		require.NotContains(t, b, "evt_gone")
+		require.LessOrEqual(t, len(b), 16)
+		total += len(b)
+	}
+	require.Equal(t, 40, total)
+}
