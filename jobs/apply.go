@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
 	"github.com/paygate/paygate/inbox"
@@ -45,6 +46,29 @@ const applyTimeout = 5 * time.Second
 type applier struct {
 	pool     *pgxpool.Pool
 	opsEmail string
+	sizes    prometheus.Histogram
+	seconds  prometheus.Histogram
+}
+
+func newApplier(pool *pgxpool.Pool, opsEmail string, reg prometheus.Registerer) *applier {
+	a := &applier{
+		pool:     pool,
+		opsEmail: opsEmail,
+		sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "paygate_apply_batch_events",
+			Help:    "Events per transaction applying inbox events.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 9),
+		}),
+		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "paygate_apply_batch_seconds",
+			Help:    "Time to apply one batch of inbox events, commit included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(a.sizes, a.seconds)
+	}
+	return a
 }
 
 // apply applies keys in one transaction and returns one outcome per key: nil
@@ -54,6 +78,11 @@ type applier struct {
 func (a *applier) apply(ctx context.Context, rc *river.Client[pgx.Tx], keys []inbox.Key) []error {
 	ctx, cancel := context.WithTimeout(ctx, applyTimeout)
 	defer cancel()
+	start := time.Now()
+	defer func() {
+		a.sizes.Observe(float64(len(keys)))
+		a.seconds.Observe(time.Since(start).Seconds())
+	}()
 	var outcomes []error
 	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		var err error

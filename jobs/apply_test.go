@@ -31,7 +31,7 @@ func newApplyWorld(t *testing.T) *applyWorld {
 	pool := testdb.New(t)
 	client, err := NewClient(pool, Config{InsertOnly: true})
 	require.NoError(t, err)
-	return &applyWorld{pool: pool, rc: client.River, applier: &applier{pool: pool, opsEmail: "ops@example.test"}}
+	return &applyWorld{pool: pool, rc: client.River, applier: newApplier(pool, "ops@example.test", nil)}
 }
 
 // store puts events in the inbox, as ingest does (their jobs are not

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
 	"github.com/paygate/paygate/inbox"
@@ -48,14 +49,14 @@ const (
 	defaultAppliers = 2
 	// maxApplyBatch bounds a batch, so that one transaction stays short
 	// (tens of milliseconds) and its locks are held briefly.
-	maxApplyBatch = 128
+	maxApplyBatch = 256
 )
 
-func newProcessEventWorker(pool *pgxpool.Pool, logger *slog.Logger, opsEmail string, appliers int) *ProcessEventWorker {
+func newProcessEventWorker(pool *pgxpool.Pool, logger *slog.Logger, opsEmail string, appliers int, reg prometheus.Registerer) *ProcessEventWorker {
 	if appliers <= 0 {
 		appliers = defaultAppliers
 	}
-	a := &applier{pool: pool, opsEmail: opsEmail}
+	a := newApplier(pool, opsEmail, reg)
 	return &ProcessEventWorker{
 		pool:    pool,
 		logger:  logger,

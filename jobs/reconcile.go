@@ -171,7 +171,7 @@ func NewEventApplier(pool *pgxpool.Pool, logger *slog.Logger) (*river.Client[pgx
 		logger = slog.New(slog.DiscardHandler)
 	}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, newProcessEventWorker(pool, logger, "", 0))
+	river.AddWorker(workers, newProcessEventWorker(pool, logger, "", 0, nil))
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Logger:                 logger,
 		Workers:                workers,

@@ -159,6 +159,9 @@ type measurements struct {
 	Batches        float64 `json:"batches"`
 	BatchEvents    float64 `json:"batch_events"`
 	BatchSeconds   float64 `json:"batch_seconds"`
+	Applies        float64 `json:"apply_batches"`
+	ApplyEvents    float64 `json:"apply_batch_events"`
+	ApplySeconds   float64 `json:"apply_batch_seconds"`
 }
 
 // delivery is one pre-signed request.
@@ -249,7 +252,7 @@ func run(ctx context.Context, o options) (measurements, error) {
 	before := scrape(client, o.url)
 	start := time.Now()
 	tp := closedLoop(snd, sign(sends, o.secret, target), o.concurrency)
-	batches := scrape(client, o.url).minus(before)
+	ingested := scrape(client, o.url)
 	var settled time.Duration
 	var poison int
 	if db != nil {
@@ -258,6 +261,9 @@ func run(ctx context.Context, o options) (measurements, error) {
 			return m, err
 		}
 	}
+	applied := scrape(client, o.url)
+	batches := ingested.stats("paygate_ingest_batch").minus(before.stats("paygate_ingest_batch"))
+	applies := applied.stats("paygate_apply_batch").minus(before.stats("paygate_apply_batch"))
 
 	// Latency at an offered rate, on an idle system: fresh payments.
 	var lat phaseResult
@@ -286,6 +292,7 @@ func run(ctx context.Context, o options) (measurements, error) {
 	m.FirstBad = cmpOr(tp.firstBad, lat.firstBad)
 	m.Poison, m.PeakRSS = poison, peakRSS(o.pid)
 	m.Batches, m.BatchEvents, m.BatchSeconds = batches.count, batches.events, batches.seconds
+	m.Applies, m.ApplyEvents, m.ApplySeconds = applies.count, applies.events, applies.seconds
 	return m, nil
 }
 
@@ -609,20 +616,28 @@ func profile(client *http.Client, o options) {
 	fmt.Fprintf(os.Stderr, "loadgen: cpu profile saved to %s\n", o.profileOut)
 }
 
-// batchStats are paygate's group-commit metrics after the throughput phase.
+// batchStats are one of paygate's batching metrics (ingest group commit,
+// or applying events): transactions, events in them, and time spent.
 type batchStats struct{ count, events, seconds float64 }
 
 func (a batchStats) minus(b batchStats) batchStats {
 	return batchStats{count: a.count - b.count, events: a.events - b.events, seconds: a.seconds - b.seconds}
 }
 
-// scrape reads the ingest batch metrics from paygate's /metrics; zero when
-// paygate runs one transaction per event.
-func scrape(client *http.Client, url string) batchStats {
-	var st batchStats
+// metrics are the samples of paygate's /metrics, by name.
+type metrics map[string]float64
+
+// stats reads the batch histograms <prefix>_events and <prefix>_seconds.
+func (m metrics) stats(prefix string) batchStats {
+	return batchStats{count: m[prefix+"_events_count"], events: m[prefix+"_events_sum"], seconds: m[prefix+"_seconds_sum"]}
+}
+
+// scrape reads paygate's /metrics; empty when it cannot.
+func scrape(client *http.Client, url string) metrics {
+	m := metrics{}
 	resp, err := client.Get(strings.Replace(url, "/webhooks/stripe", "", 1) + "/metrics")
 	if err != nil {
-		return st
+		return m
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -632,20 +647,11 @@ func scrape(client *http.Client, url string) batchStats {
 		if !ok {
 			continue
 		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			continue
-		}
-		switch name {
-		case "paygate_ingest_batch_events_count":
-			st.count = v
-		case "paygate_ingest_batch_events_sum":
-			st.events = v
-		case "paygate_ingest_batch_seconds_sum":
-			st.seconds = v
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			m[name] = v
 		}
 	}
-	return st
+	return m
 }
 
 func report(out io.Writer, m measurements, baselines []float64) {
@@ -691,6 +697,10 @@ func report(out io.Writer, m measurements, baselines []float64) {
 	if m.Batches > 0 {
 		fmt.Fprintf(w, "ingest transactions: count, mean events, mean commit (ms)\t%.0f, %.1f, %.1f\t\t\n",
 			m.Batches, m.BatchEvents/m.Batches, 1000*m.BatchSeconds/m.Batches)
+	}
+	if m.Applies > 0 {
+		fmt.Fprintf(w, "apply transactions: count, mean events, mean time (ms)\t%.0f, %.1f, %.1f\t\t\n",
+			m.Applies, m.ApplyEvents/m.Applies, 1000*m.ApplySeconds/m.Applies)
 	}
 	if e2e > 0 {
 		fmt.Fprintf(w, "end-to-end events/s (%d events applied in %.1fs)\t%.0f\t\t\n", m.Events, m.SettledSeconds, e2e)

@@ -37,6 +37,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		ProcessMaxAttempts: cfg.ProcessMaxAttempts,
 		Email:              jobs.EmailConfig{SMTPURL: cfg.SMTPURL, From: cfg.EmailFrom, OpsEmail: cfg.OpsEmail},
 		Register:           reconcileHook,
+		Registerer:         registry,
 	})
 	if err != nil {
 		return err
