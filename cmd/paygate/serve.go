@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,6 +20,7 @@ import (
 )
 
 func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
+	tuneGC()
 	pool, err := openMigratedPool(ctx, cfg, 40)
 	if err != nil {
 		return err
@@ -143,4 +146,20 @@ func newIngester(pool *pgxpool.Pool, enq webhook.Enqueuer, logger *slog.Logger, 
 	}
 	b := webhook.NewBatchIngester(webhook.BatchConfig{Pool: pool, Enqueue: enq, Logger: logger, Registerer: reg})
 	return b, func() { _ = b.Close() }
+}
+
+// Garbage collector defaults for serve, each unless set in the environment
+// (GOGC, GOMEMLIMIT): collect when the heap has grown to five times what
+// is live instead of twice, since every webhook allocates its body and its
+// decoding and the live heap is small (collection took a tenth of serve's
+// CPU under load with Go's default, and RSS stays near 120 MiB instead of
+// 70); and a soft limit of 160 MiB, past which the collector works harder
+// rather than let the heap grow.
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(160 << 20)
+	}
 }
