@@ -19,7 +19,11 @@ import (
 const (
 	DefaultBatchMaxEvents = 128
 	DefaultBatchMaxWait   = 2 * time.Millisecond
-	DefaultBatchFlushers  = 4
+	// DefaultBatchFlushers: a batch's statements take a few milliseconds
+	// of the database, its commit about 20 under load, mostly waiting
+	// (for the WAL flush, for a CPU); eight batches in flight instead of
+	// four raised ingest by about a third in make bench.
+	DefaultBatchFlushers = 8
 )
 
 // BatchConfig configures a BatchIngester.
