@@ -34,15 +34,16 @@ const applyTimeout = 5 * time.Second
 //     the batch, exactly as if each were applied in a transaction of its
 //     own: an event that cannot be applied (another currency, a ref that
 //     holds a different movement, a transition adding facts cannot make)
-//     fails the batch;
+//     fails the batch, which is applied again without it;
 //  5. write everything: ledger transactions, facts, payments and their
 //     history, email intents and their jobs, inbox statuses.
 //
-// A batch whose transaction fails is answered errBatchFailed for every
-// event; each is then applied again alone, in a transaction that commits
-// all of its effects or none, where the error belongs to that event only.
-// Failures are rare, so this costs little and keeps one rule: an event is
-// applied whole or not at all.
+// The event left out, and every event of a batch whose transaction failed
+// for any other reason, is answered errBatchFailed; its worker then applies
+// it again alone, in a transaction that commits all of its effects or none,
+// where the error belongs to that event only. So an event is applied whole
+// or not at all, and one bad event costs its neighbours one rolled-back
+// try, not their batching.
 type applier struct {
 	pool     *pgxpool.Pool
 	opsEmail string
@@ -78,6 +79,46 @@ func newApplier(pool *pgxpool.Pool, opsEmail string, reg prometheus.Registerer) 
 func (a *applier) apply(ctx context.Context, rc *river.Client[pgx.Tx], keys []inbox.Key) []error {
 	ctx, cancel := context.WithTimeout(ctx, applyTimeout)
 	defer cancel()
+	outcomes := make([]error, len(keys))
+	live := make([]int, len(keys)) // positions in keys still in the batch
+	for i := range live {
+		live[i] = i
+	}
+	for {
+		batch := make([]inbox.Key, len(live))
+		for i, k := range live {
+			batch[i] = keys[k]
+		}
+		got, err := a.applyOnce(ctx, rc, batch)
+		if err == nil {
+			for i, k := range live {
+				outcomes[k] = got[i]
+			}
+			return outcomes
+		}
+		var refused *refusedError
+		if len(batch) > 1 && errors.As(err, &refused) {
+			// The rest of the batch goes on without the event, which is
+			// tried again alone (where its error is recorded).
+			outcomes[live[refused.pos]] = errBatchFailed
+			live = slices.Delete(live, refused.pos, refused.pos+1)
+			continue
+		}
+		switch {
+		case len(batch) > 1:
+			err = errBatchFailed
+		case isPermanentLedgerError(err):
+			err = fmt.Errorf("%w: %w", ErrPermanent, err)
+		}
+		for _, k := range live {
+			outcomes[k] = err
+		}
+		return outcomes
+	}
+}
+
+// applyOnce applies keys in one transaction.
+func (a *applier) applyOnce(ctx context.Context, rc *river.Client[pgx.Tx], keys []inbox.Key) ([]error, error) {
 	start := time.Now()
 	defer func() {
 		a.sizes.Observe(float64(len(keys)))
@@ -89,21 +130,19 @@ func (a *applier) apply(ctx context.Context, rc *river.Client[pgx.Tx], keys []in
 		outcomes, err = a.applyTx(ctx, tx, rc, keys)
 		return err
 	})
-	if err == nil {
-		return outcomes
-	}
-	switch {
-	case len(keys) > 1:
-		err = errBatchFailed
-	case isPermanentLedgerError(err):
-		err = fmt.Errorf("%w: %w", ErrPermanent, err)
-	}
-	outcomes = make([]error, len(keys))
-	for i := range outcomes {
-		outcomes[i] = err
-	}
-	return outcomes
+	return outcomes, err
 }
+
+// refusedError is an event of a batch that can never be applied, found
+// while folding the batch, before anything was written. It wraps the
+// event's error (which wraps ErrPermanent).
+type refusedError struct {
+	pos int // in the batch
+	err error
+}
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
 
 // paymentApply is one payment while a batch is folded into it.
 type paymentApply struct {
@@ -129,8 +168,9 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 	}
 
 	type work struct {
-		ev inbox.Event
-		fx Effects
+		pos int // in keys
+		ev  inbox.Event
+		fx  Effects
 	}
 	var (
 		todo   []work
@@ -157,7 +197,7 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 		case err != nil:
 			outcomes[i] = err
 		default:
-			todo = append(todo, work{ev, fx})
+			todo = append(todo, work{i, ev, fx})
 		}
 	}
 
@@ -194,7 +234,7 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 
 	for _, w := range todo {
 		if err := a.fold(w.ev, w.fx, payments[w.fx.PaymentID], posted, &writes); err != nil {
-			return nil, fmt.Errorf("apply %s: %w", w.ev.EventID, err)
+			return nil, &refusedError{pos: w.pos, err: fmt.Errorf("apply %s: %w", w.ev.EventID, err)}
 		}
 		writes.statuses = append(writes.statuses, applied(inbox.Key{Provider: w.ev.Provider, EventID: w.ev.EventID}, inbox.StatusProcessed))
 	}
