@@ -74,13 +74,15 @@ func script(t *rapid.T, sim *stripesim.Sim) (payments, refs []string) {
 }
 
 // TestAnyOrderAnyDuplicatesSameBooks: the same events applied one at a time
-// in creation order, and shuffled with duplicates through concurrent
-// workers, give the same payments, the same ledger and a balanced trial
-// balance (invariant 3).
+// in creation order, shuffled with duplicates through concurrent workers as
+// they arrive, and shuffled with duplicates all at once (applied together
+// in large batches), give the same payments, the same ledger and a
+// balanced trial balance (invariant 3).
 func TestAnyOrderAnyDuplicatesSameBooks(t *testing.T) {
 	t.Parallel()
 	canonical := worldtest.New(t, &worldtest.Opts{Config: func(c *jobs.Config) { c.EventWorkers = 1 }})
 	shuffled := worldtest.New(t, nil)
+	batched := worldtest.New(t, nil)
 
 	rapid.Check(t, func(rt *rapid.T) {
 		sim := stripesim.New(stripesim.Config{}) // fresh random ids: the worlds outlive each case
@@ -98,13 +100,16 @@ func TestAnyOrderAnyDuplicatesSameBooks(t *testing.T) {
 		}
 		delivery = rapid.Permutation(delivery).Draw(rt, "order")
 		shuffled.Apply(rt, delivery...)
+		batched.ApplyAtOnce(rt, rapid.Permutation(delivery).Draw(rt, "order_at_once")...)
 
 		want := canonical.Snapshot(rt, payments, refs...)
-		got := shuffled.Snapshot(rt, payments, refs...)
-		require.Equal(rt, want, got, "events in creation order vs shuffled with duplicates")
-		for _, tb := range got.TrialBalance {
-			require.Contains(rt, tb, "balanced=true")
+		for name, w := range map[string]*worldtest.World{"shuffled with duplicates": shuffled, "all at once": batched} {
+			got := w.Snapshot(rt, payments, refs...)
+			require.Equal(rt, want, got, "events in creation order vs %s", name)
+			for _, tb := range got.TrialBalance {
+				require.Contains(rt, tb, "balanced=true")
+			}
+			require.Zero(rt, w.Count(rt, `SELECT count(*) FROM inbox_events WHERE status = 'poison'`))
 		}
-		require.Zero(rt, shuffled.Count(rt, `SELECT count(*) FROM inbox_events WHERE status = 'poison'`))
 	})
 }

@@ -107,6 +107,18 @@ func (w *World) Apply(t T, events ...stripesim.Event) {
 	w.Settle(t)
 }
 
+// ApplyAtOnce ingests events while the events queue is paused, then
+// resumes it and waits for them to settle: the workers find every job at
+// once, so the events are applied together, in large batches.
+func (w *World) ApplyAtOnce(t T, events ...stripesim.Event) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, w.Jobs.River.QueuePause(ctx, jobs.QueueEvents, nil))
+	w.Ingest(t, events...)
+	require.NoError(t, w.Jobs.River.QueueResume(ctx, jobs.QueueEvents, nil))
+	w.Settle(t)
+}
+
 // Snapshot is what the books say about some payments, in a form that
 // compares equal when the books are the same: amounts at their currency's
 // scale, transactions by ref. Times and causing events are left out, since
