@@ -293,15 +293,19 @@ func (a *applier) fold(ev inbox.Event, fx Effects, pa *paymentApply, posted map[
 	if len(pa.facts) > 0 {
 		previous = p.State
 	}
-	var added []statemachine.Fact
+	var (
+		added     []statemachine.Fact
+		addedKeys []string
+	)
 	for _, f := range fx.Facts {
 		if err := statemachine.CheckCurrency(pa.facts, f); err != nil {
 			return fmt.Errorf("%w: %w", ErrPermanent, err)
 		}
-		if pa.known[f.Key()] || slices.ContainsFunc(added, func(g statemachine.Fact) bool { return g.Key() == f.Key() }) {
+		key := f.Key()
+		if pa.known[key] || slices.Contains(addedKeys, key) {
 			continue // reported before: a duplicate changes nothing
 		}
-		added = append(added, f)
+		added, addedKeys = append(added, f), append(addedKeys, key)
 	}
 	all := append(slices.Clip(pa.facts), added...)
 	p.Summary = statemachine.Fold(all)
@@ -320,8 +324,8 @@ func (a *applier) fold(ev inbox.Event, fx Effects, pa *paymentApply, posted map[
 		posted[t.Ref] = t
 	}
 	writes.postings = append(writes.postings, postings...)
-	for _, f := range added {
-		pa.known[f.Key()] = true
+	for i, f := range added {
+		pa.known[addedKeys[i]] = true
 		writes.facts = append(writes.facts, ledger.PaymentFact{PaymentID: p.ID, Fact: f})
 	}
 	pa.facts, pa.payment = all, p

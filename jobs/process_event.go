@@ -35,7 +35,6 @@ var ErrPermanent = errors.New("permanent failure")
 // is what says an event was applied.
 type ProcessEventWorker struct {
 	river.WorkerDefaults[ProcessEventArgs]
-	pool    *pgxpool.Pool
 	logger  *slog.Logger
 	applier *applier
 	queue   *applyQueue
@@ -58,7 +57,6 @@ func newProcessEventWorker(pool *pgxpool.Pool, logger *slog.Logger, opsEmail str
 	}
 	a := newApplier(pool, opsEmail, reg)
 	return &ProcessEventWorker{
-		pool:    pool,
 		logger:  logger,
 		applier: a,
 		queue:   &applyQueue{maxAppliers: appliers, maxEvents: maxApplyBatch, apply: a.apply},
@@ -128,7 +126,7 @@ func isPermanentLedgerError(err error) bool {
 // transaction of its own since the processing one rolled back.
 func (w *ProcessEventWorker) recordFailure(ctx context.Context, args ProcessEventArgs, status inbox.Status, cause error) error {
 	ctx = context.WithoutCancel(ctx)
-	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, w.applier.pool, func(tx pgx.Tx) error {
 		ev, err := inbox.LockTx(ctx, tx, args.Provider, args.EventID)
 		if err != nil {
 			return err
