@@ -57,8 +57,7 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = ErrorHandler(config.Logger)
 	e.Use(middleware.RequestID())
-	e.Use(requestLog(config.Logger))
-	e.Use(requestMetrics(config.Registry))
+	e.Use(observeRequests(config.Logger, config.Registry))
 	e.Use(middleware.Recover())
 	e.Use(refuseUnstorableText)
 
@@ -79,7 +78,10 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 	return e, s
 }
 
-func requestMetrics(reg prometheus.Registerer) echo.MiddlewareFunc {
+// observeRequests times every request, with its route, method and status,
+// and writes one log line for it. The line never holds headers, query
+// strings or bodies: they carry tokens, signatures and payment data.
+func observeRequests(logger *slog.Logger, reg prometheus.Registerer) echo.MiddlewareFunc {
 	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "paygate_http_request_duration_seconds",
 		Help:    "HTTP request latency by route, method and status.",
@@ -90,34 +92,19 @@ func requestMetrics(reg prometheus.Registerer) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
 			err := next(c)
+			took := time.Since(start)
 			status := c.Response().Status
 			if err != nil {
 				status = statusOf(err)
 			}
-			hist.WithLabelValues(c.Path(), c.Request().Method, http.StatusText(status)).Observe(time.Since(start).Seconds())
-			return err
-		}
-	}
-}
-
-// requestLog writes one line per request. It never logs headers, query
-// strings or bodies: they carry tokens, signatures and payment data.
-func requestLog(logger *slog.Logger) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			start := time.Now()
-			err := next(c)
-			status := c.Response().Status
-			if err != nil {
-				status = statusOf(err)
-			}
+			hist.WithLabelValues(c.Path(), c.Request().Method, http.StatusText(status)).Observe(took.Seconds())
 			level := slog.LevelInfo
 			if status >= 500 {
 				level = slog.LevelError
 			}
 			logger.Log(c.Request().Context(), level, "request",
 				"method", c.Request().Method, "route", c.Path(), "status", status,
-				"duration_ms", time.Since(start).Milliseconds(),
+				"duration_ms", took.Milliseconds(),
 				"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
 			return err
 		}
