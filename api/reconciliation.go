@@ -154,39 +154,35 @@ func (s *Server) createReconciliationRun(c echo.Context) error {
 	return writeJSON(c, http.StatusAccepted, RunView{ID: run.ID, Date: run.Date.Format(reconcile.DateLayout), Status: string(run.Status)})
 }
 
-// loadRun reads the run named in the path, answering 404 itself when there
-// is none (found false).
-func (s *Server) loadRun(c echo.Context) (run reconcile.Run, found bool, err error) {
+// loadRun reads the run named in the path and its items, answering 404
+// itself when there is no such run (found false).
+func (s *Server) loadRun(c echo.Context) (run reconcile.Run, items []reconcile.Item, found bool, err error) {
 	id, perr := strconv.ParseInt(c.Param("id"), 10, 64)
 	if perr == nil && id > 0 {
 		run, err = reconcile.GetRun(c.Request().Context(), s.config.Pool, id)
 	}
 	if perr != nil || id <= 0 || errors.Is(err, reconcile.ErrRunNotFound) {
-		return run, false, writeProblem(c, Problem{Type: docs + "#reconciliation", Title: "Not found",
+		return run, nil, false, writeProblem(c, Problem{Type: docs + "#reconciliation", Title: "Not found",
 			Status: http.StatusNotFound, Detail: fmt.Sprintf("no reconciliation run has id %q", c.Param("id"))})
 	}
-	return run, err == nil, err
+	if err != nil {
+		return run, nil, false, err
+	}
+	items, err = reconcile.Items(c.Request().Context(), s.config.Pool, run.ID)
+	return run, items, err == nil, err
 }
 
 func (s *Server) getReconciliationRun(c echo.Context) error {
-	run, found, err := s.loadRun(c)
+	run, items, found, err := s.loadRun(c)
 	if !found || err != nil {
-		return err
-	}
-	items, err := reconcile.Items(c.Request().Context(), s.config.Pool, run.ID)
-	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, runReportView(run, items))
 }
 
 func (s *Server) getReconciliationItemsCSV(c echo.Context) error {
-	run, found, err := s.loadRun(c)
+	run, items, found, err := s.loadRun(c)
 	if !found || err != nil {
-		return err
-	}
-	items, err := reconcile.Items(c.Request().Context(), s.config.Pool, run.ID)
-	if err != nil {
 		return err
 	}
 	var buf bytes.Buffer
