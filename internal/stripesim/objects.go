@@ -39,6 +39,10 @@ type paymentError struct {
 	Type        string `json:"type"`
 }
 
+// charge has no refunds list: since API version 2022-11-15 Stripe includes
+// it only when expanded, and never in a webhook's data.object, so a
+// charge.refunded event says how much was refunded (amount_refunded) but not
+// by which refunds.
 type charge struct {
 	ID                 string            `json:"id"`
 	Object             string            `json:"object"`
@@ -61,7 +65,6 @@ type charge struct {
 	PaymentMethod      string            `json:"payment_method"`
 	ReceiptEmail       *string           `json:"receipt_email"`
 	Refunded           bool              `json:"refunded"`
-	Refunds            refundList        `json:"refunds"`
 	Status             string            `json:"status"`
 }
 
@@ -78,15 +81,6 @@ type outcome struct {
 	RiskLevel     string  `json:"risk_level"`
 	SellerMessage string  `json:"seller_message"`
 	Type          string  `json:"type"`
-}
-
-// refundList is a charge's refunds, newest first, in Stripe's list envelope.
-type refundList struct {
-	Object     string    `json:"object"`
-	Data       []*refund `json:"data"`
-	HasMore    bool      `json:"has_more"`
-	TotalCount int       `json:"total_count"`
-	URL        string    `json:"url"`
 }
 
 type refund struct {
@@ -187,13 +181,22 @@ const (
 // BalanceTransaction is a movement of money in the Stripe balance, with
 // Stripe's fields. Amount is gross and signed (negative leaves the balance);
 // Net is Amount − Fee. Created and AvailableOn are unix seconds.
+//
+// Currency is the settlement currency: the balance's, which differs from
+// the charge's (the presentment currency) when the account settles in
+// another one. Then ExchangeRate is the rate Stripe converted at, in major
+// units (10.00 eur × 1.085 = 10.85 usd), and Amount and Fee are in the
+// settlement currency.
 type BalanceTransaction struct {
-	ID                string
-	Amount            int64
-	AvailableOn       int64
-	Created           int64
-	Currency          string
-	Description       string
+	ID          string
+	Amount      int64
+	AvailableOn int64
+	Created     int64
+	Currency    string
+	Description string
+	// ExchangeRate is a decimal string ("1.085"), empty when no conversion
+	// took place; rendered as a JSON number, as Stripe sends it.
+	ExchangeRate      string
 	Fee               int64
 	FeeDetails        []FeeDetail
 	Net               int64
@@ -240,9 +243,18 @@ func (b BalanceTransaction) MarshalJSON() ([]byte, error) {
 	}{
 		ID: b.ID, Object: "balance_transaction", Amount: b.Amount, AvailableOn: b.AvailableOn,
 		Created: b.Created, Currency: b.Currency, Description: nullable(b.Description),
-		Fee: b.Fee, FeeDetails: fd, Net: b.Net, ReportingCategory: b.ReportingCategory,
+		ExchangeRate: rawNumber(b.ExchangeRate), Fee: b.Fee, FeeDetails: fd, Net: b.Net, ReportingCategory: b.ReportingCategory,
 		Source: nullable(b.Source), Status: b.Status, Type: string(b.Type),
 	})
+}
+
+// rawNumber renders a decimal string as a JSON number, or null when empty.
+func rawNumber(d string) *json.RawMessage {
+	if d == "" {
+		return nil
+	}
+	raw := json.RawMessage(d)
+	return &raw
 }
 
 func (s *Sim) newTxnLocked(typ BalanceTransactionType, cat ReportingCategory, amount, fee int64, currency, source, desc string) *BalanceTransaction {

@@ -29,6 +29,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/shopspring/decimal"
 )
 
 // APIVersion is the Stripe API version the simulator renders objects in, the
@@ -54,7 +56,19 @@ type Config struct {
 	// Now is the simulator clock's starting time; the wall clock if zero.
 	Now time.Time
 	// Fees is the fee schedule; nil means Stripe's standard US pricing.
+	// Fees are charged in the settlement currency.
 	Fees *Fees
+	// SettlementCurrency is the account's default currency, the one its
+	// balance is kept in. A charge in another (presentment) currency settles
+	// converted at ExchangeRates: its balance transactions are in this
+	// currency, with exchange_rate set. Empty: every charge settles in its
+	// own currency.
+	SettlementCurrency string
+	// ExchangeRates maps a presentment currency to the rate, a decimal
+	// string in major units ("1.085": 10.00 eur settles as 10.85 usd),
+	// at which it converts into SettlementCurrency. SetExchangeRate changes
+	// a rate later, as the market does.
+	ExchangeRates map[string]string
 }
 
 // Fees is the fee schedule applied to balance transactions, in minor units.
@@ -89,6 +103,9 @@ type Sim struct {
 	rng     *mrand.Rand
 	now     time.Time
 	fees    Fees
+	// settlement and rates: see Config.SettlementCurrency and ExchangeRates.
+	settlement string
+	rates      map[string]decimal.Decimal
 	reqSeq  atomic.Uint64 // request ids of API answers, apart from the seeded ids
 	intents map[string]*paymentIntent
 	charges map[string]*charge
@@ -146,6 +163,11 @@ func New(cfg Config) *Sim {
 	if cfg.Fees != nil {
 		s.fees = *cfg.Fees
 	}
+	s.settlement = strings.ToLower(cfg.SettlementCurrency)
+	s.rates = map[string]decimal.Decimal{}
+	for cur, rate := range cfg.ExchangeRates {
+		s.setRateLocked(cur, rate)
+	}
 	s.rng = mrand.New(mrand.NewPCG(uint64(s.seed), 0x9e3779b97f4a7c15))
 	return s
 }
@@ -182,6 +204,53 @@ func (s *Sim) Advance(d time.Duration) {
 	defer s.mu.Unlock()
 	s.now = s.now.Add(d).Truncate(time.Second)
 	s.settleLocked()
+}
+
+// SetExchangeRate sets the rate at which currency converts into the
+// settlement currency from now on; balance transactions already created
+// keep theirs. It panics if rate is not a positive decimal.
+func (s *Sim) SetExchangeRate(currency, rate string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setRateLocked(currency, rate)
+}
+
+func (s *Sim) setRateLocked(currency, rate string) {
+	r, err := decimal.NewFromString(rate)
+	if err != nil || !r.IsPositive() {
+		panic(fmt.Sprintf("stripesim: exchange rate %q for %s is not a positive decimal", rate, currency))
+	}
+	s.rates[strings.ToLower(currency)] = r
+}
+
+// convertLocked is how Stripe books amount minor units of currency in the
+// balance: in the settlement currency, converted at the current rate and
+// rounded half away from zero to its minor unit, with the rate it used
+// ("" when currency is the settlement currency). It panics when no rate is
+// set for currency.
+func (s *Sim) convertLocked(amount int64, currency string) (settled int64, settlement, rate string) {
+	if s.settlement == "" || s.settlement == currency {
+		return amount, currency, ""
+	}
+	r, ok := s.rates[currency]
+	if !ok {
+		panic(fmt.Sprintf("stripesim: no exchange rate from %s to %s", currency, s.settlement))
+	}
+	major := decimal.New(amount, -minorExponent(currency))
+	return major.Mul(r).Shift(minorExponent(s.settlement)).Round(0).IntPart(), s.settlement, r.String()
+}
+
+// minorExponent is the number of decimals Stripe counts a currency's
+// amounts in: zero-decimal currencies (jpy, krw…) count whole units,
+// three-decimal ones (kwd, bhd…) thousandths.
+func minorExponent(currency string) int32 {
+	switch currency {
+	case "bif", "clp", "djf", "gnf", "jpy", "kmf", "krw", "mga", "pyg", "rwf", "ugx", "vnd", "vuv", "xaf", "xof", "xpf":
+		return 0
+	case "bhd", "jod", "kwd", "omr", "tnd":
+		return 3
+	}
+	return 2
 }
 
 const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -362,21 +431,23 @@ func (s *Sim) newChargeLocked(pi *paymentIntent, opts PayOpts) *charge {
 		PaymentMethod: s.newID("pm"),
 		ReceiptEmail:  pi.ReceiptEmail,
 	}
-	ch.Refunds = refundList{Object: "list", Data: []*refund{}, URL: "/v1/charges/" + ch.ID + "/refunds"}
 	s.charges[ch.ID] = ch
 	return ch
 }
 
 // captureChargeLocked moves the charge's money: it is captured and its
-// balance transaction (amount, processing fee) is created.
+// balance transaction (amount, processing fee, both in the settlement
+// currency) is created.
 func (s *Sim) captureChargeLocked(ch *charge) {
-	fee := s.fees.chargeFee(ch.Amount)
-	bt := s.newTxnLocked(TxnCharge, CategoryCharge, ch.Amount, fee, ch.Currency, ch.ID, "Payment for "+deref(ch.PaymentIntent))
+	amount, cur, rate := s.convertLocked(ch.Amount, ch.Currency)
+	fee := s.fees.chargeFee(amount)
+	bt := s.newTxnLocked(TxnCharge, CategoryCharge, amount, fee, cur, ch.ID, "Payment for "+deref(ch.PaymentIntent))
+	bt.ExchangeRate = rate
 	// Card funds become available two days later, at midnight UTC.
 	bt.AvailableOn = s.now.Add(48 * time.Hour).Truncate(24 * time.Hour).Unix()
 	bt.Status = "pending"
 	if fee != 0 {
-		bt.FeeDetails = []FeeDetail{{Amount: fee, Currency: ch.Currency, Description: "Stripe processing fees", Type: "stripe_fee"}}
+		bt.FeeDetails = []FeeDetail{{Amount: fee, Currency: cur, Description: "Stripe processing fees", Type: "stripe_fee"}}
 	}
 	ch.Captured = true
 	ch.AmountCaptured = ch.Amount
@@ -487,11 +558,11 @@ func (s *Sim) Refund(p *Payment, amount int64) *Refund {
 		Reason:        ptr("requested_by_customer"),
 		Status:        "pending",
 	}
-	bt := s.newTxnLocked(TxnRefund, CategoryRefund, -amount, 0, ch.Currency, re.ID, "REFUND FOR CHARGE ("+ch.ID+")")
+	settled, cur, rate := s.convertLocked(-amount, ch.Currency)
+	bt := s.newTxnLocked(TxnRefund, CategoryRefund, settled, 0, cur, re.ID, "REFUND FOR CHARGE ("+ch.ID+")")
+	bt.ExchangeRate = rate
 	re.BalanceTransaction = ptr(bt.ID)
 	s.refunds[re.ID] = re
-	ch.Refunds.Data = append([]*refund{re}, ch.Refunds.Data...)
-	ch.Refunds.TotalCount = len(ch.Refunds.Data)
 	ch.AmountRefunded += amount
 	ch.Refunded = ch.AmountRefunded == ch.AmountCaptured
 
@@ -522,7 +593,11 @@ func (s *Sim) FailRefund(refundID string) *Refund {
 	}
 	ch := s.charges[re.Charge]
 	prev := map[string]any{"status": re.Status, "failure_reason": nil}
-	bt := s.newTxnLocked(TxnRefundFailure, CategoryRefundFailure, re.Amount, 0, re.Currency, re.ID, "REFUND FAILURE FOR CHARGE ("+ch.ID+")")
+	// The failure gives back what the refund took from the balance, in the
+	// same currency and at the same rate.
+	orig := s.txnLocked("FailRefund", deref(re.BalanceTransaction))
+	bt := s.newTxnLocked(TxnRefundFailure, CategoryRefundFailure, -orig.Amount, 0, orig.Currency, re.ID, "REFUND FAILURE FOR CHARGE ("+ch.ID+")")
+	bt.ExchangeRate = orig.ExchangeRate
 	re.Status = "failed"
 	re.FailureReason = ptr("expired_or_canceled_card")
 	re.FailureBalanceTransaction = ptr(bt.ID)
@@ -613,9 +688,11 @@ func (s *Sim) openDispute(p *Payment, amount int64, inquiry bool) *Dispute {
 	if inquiry {
 		return h
 	}
-	bt := s.newTxnLocked(TxnAdjustment, CategoryDispute, -amount, s.fees.Dispute, ch.Currency, dp.ID, "Chargeback withdrawal for "+ch.ID)
+	settled, cur, rate := s.convertLocked(-amount, ch.Currency)
+	bt := s.newTxnLocked(TxnAdjustment, CategoryDispute, settled, s.fees.Dispute, cur, dp.ID, "Chargeback withdrawal for "+ch.ID)
+	bt.ExchangeRate = rate
 	if s.fees.Dispute != 0 {
-		bt.FeeDetails = []FeeDetail{{Amount: s.fees.Dispute, Currency: ch.Currency, Description: "Dispute fee", Type: "stripe_fee"}}
+		bt.FeeDetails = []FeeDetail{{Amount: s.fees.Dispute, Currency: cur, Description: "Dispute fee", Type: "stripe_fee"}}
 	}
 	dp.BalanceTransactions = append(dp.BalanceTransactions, bt)
 	dp.IsChargeRefundable = false
@@ -656,9 +733,11 @@ func (s *Sim) CloseDispute(d *Dispute, won bool) *Dispute {
 		s.emitLocked(EventChargeDisputeClosed, dp, pi, nil, prev)
 		return d
 	}
-	bt := s.newTxnLocked(TxnAdjustment, CategoryDisputeReversal, dp.Amount, -s.fees.Dispute, dp.Currency, dp.ID, "Chargeback reversal for "+dp.Charge)
+	settled, cur, rate := s.convertLocked(dp.Amount, dp.Currency)
+	bt := s.newTxnLocked(TxnAdjustment, CategoryDisputeReversal, settled, -s.fees.Dispute, cur, dp.ID, "Chargeback reversal for "+dp.Charge)
+	bt.ExchangeRate = rate
 	if s.fees.Dispute != 0 {
-		bt.FeeDetails = []FeeDetail{{Amount: -s.fees.Dispute, Currency: dp.Currency, Description: "Dispute fee refund", Type: "stripe_fee"}}
+		bt.FeeDetails = []FeeDetail{{Amount: -s.fees.Dispute, Currency: cur, Description: "Dispute fee refund", Type: "stripe_fee"}}
 	}
 	dp.BalanceTransactions = append(dp.BalanceTransactions, bt)
 	dp.Status = "won"
@@ -690,11 +769,11 @@ func (s *Sim) Payout(amount int64, currency string) *Payout {
 		panic(fmt.Sprintf("stripesim: Payout: amount must be positive, got %d", amount))
 	}
 	cur := strings.ToLower(currency)
-	if cur == "" {
-		cur = "usd"
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if cur == "" {
+		cur = or(s.settlement, "usd")
+	}
 	po := &payout{
 		ID:          s.newID("po"),
 		Object:      "payout",
@@ -777,4 +856,11 @@ func deref(p *string) string {
 		return ""
 	}
 	return *p
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }
