@@ -48,9 +48,11 @@ const (
 	// payment_intent event) and moves no money.
 	FactAmountKnown FactKind = "amount_known"
 	// FactRefundedFloor carries a charge's amount_refunded when the event
-	// does not list the refunds (charge.refunded without refunds.data). The
-	// refunded total is at least this much; it sets state and
-	// AmountRefunded and is never posted to the ledger.
+	// does not list the refunds (charge.refunded since API version
+	// 2022-11-15). It is provisional: it counts toward AmountRefunded only
+	// for what no known refund accounts for, so a later refund failure
+	// lowers it (see Fold), and it is never posted to the ledger, which
+	// posts refunds by their own ids.
 	FactRefundedFloor FactKind = "refunded_floor"
 )
 

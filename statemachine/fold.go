@@ -16,7 +16,8 @@ type Summary struct {
 	// AmountCaptured is the sum of distinct captures, one per charge id.
 	AmountCaptured decimal.Decimal
 	// AmountRefunded is the sum of refunds that succeeded and were never
-	// reported failed, raised to the largest refunded_floor if that is more.
+	// reported failed, plus the part of the largest refunded_floor that no
+	// known refund accounts for (see Fold).
 	AmountRefunded decimal.Decimal
 	// AmountDisputed is what open or lost disputes withdrew and was not
 	// reinstated.
@@ -24,6 +25,8 @@ type Summary struct {
 }
 
 type refund struct {
+	// amount is the largest amount any report gave the refund, whether it
+	// succeeded or failed.
 	amount    decimal.Decimal
 	succeeded bool
 	failed    bool
@@ -112,7 +115,9 @@ func Fold(facts []Fact) Summary {
 			r.succeeded = true
 			r.amount = maxDec(r.amount, f.Amount)
 		case FactRefundFailed:
-			refundOf(f.ObjectID).failed = true
+			r := refundOf(f.ObjectID)
+			r.failed = true
+			r.amount = maxDec(r.amount, f.Amount)
 		case FactRefundedFloor:
 			floor = maxDec(floor, f.Amount)
 		case FactDisputeOpened:
@@ -130,16 +135,19 @@ func Fold(facts []Fact) Summary {
 		}
 	}
 
-	var captured, refunded, disputed decimal.Decimal
+	var captured, refunded, known, disputed decimal.Decimal
 	for _, c := range captures {
 		captured = captured.Add(c)
 	}
 	for _, r := range refunds {
+		known = known.Add(r.amount)
 		if r.succeeded && !r.failed {
 			refunded = refunded.Add(r.amount)
 		}
 	}
-	refunded = maxDec(refunded, floor)
+	if unexplained := floor.Sub(known); unexplained.IsPositive() {
+		refunded = refunded.Add(unexplained)
+	}
 	amount = maxDec(amount, captured)
 
 	var open, lost bool

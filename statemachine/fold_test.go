@@ -232,6 +232,43 @@ func TestFold(t *testing.T) {
 			want: want{sm.StatePartiallyRefunded, "usd", "100.00", "100.00", "60.00", "0.00"},
 		},
 		{
+			name: "a refund failure lowers a total reported without its refunds",
+			facts: []sm.Fact{
+				usd(sm.FactCaptured, "ch_1", "100.00"),
+				usd(sm.FactRefundedFloor, "ch_1", "100.00"),
+				usd(sm.FactRefundFailed, "re_1", "100.00"),
+			},
+			want: want{sm.StateSucceeded, "usd", "100.00", "100.00", "0.00", "0.00"},
+		},
+		{
+			name: "a failed refund is taken out of a total that held two refunds",
+			facts: []sm.Fact{
+				usd(sm.FactCaptured, "ch_1", "100.00"),
+				usd(sm.FactRefundedFloor, "ch_1", "100.00"),
+				usd(sm.FactRefundFailed, "re_1", "60.00"),
+			},
+			want: want{sm.StatePartiallyRefunded, "usd", "100.00", "100.00", "40.00", "0.00"},
+		},
+		{
+			name: "a total counts what no known refund explains",
+			facts: []sm.Fact{
+				usd(sm.FactCaptured, "ch_1", "100.00"),
+				usd(sm.FactRefundSucceeded, "re_1", "30.00"),
+				usd(sm.FactRefundedFloor, "ch_1", "100.00"),
+			},
+			want: want{sm.StateRefunded, "usd", "100.00", "100.00", "100.00", "0.00"},
+		},
+		{
+			name: "a total reported before its refund failed, the refund reported after",
+			facts: []sm.Fact{
+				usd(sm.FactCaptured, "ch_1", "100.00"),
+				usd(sm.FactRefundedFloor, "ch_1", "100.00"),
+				usd(sm.FactRefundSucceeded, "re_1", "100.00"),
+				usd(sm.FactRefundFailed, "re_1", "100.00"),
+			},
+			want: want{sm.StateSucceeded, "usd", "100.00", "100.00", "0.00", "0.00"},
+		},
+		{
 			name: "the same capture reported twice counts once",
 			facts: []sm.Fact{
 				usd(sm.FactCaptured, "ch_1", "100.00"),
