@@ -164,6 +164,10 @@ func isAtext(c byte) bool {
 // at most: created reports whether this call recorded the intent. An
 // intent without a usable recipient is recorded as skipped, with the
 // reason, and gets no job (created is still true): never silently lost.
+// The one exception to DO NOTHING: an intent skipped for want of a
+// recipient takes the recipient a later call gives it and gets its job
+// (created true again), so an address Stripe reports after the charge
+// still sends the email, once, as it would had it come first.
 //
 // rc inserts the job: nil inside a River worker (the client working ctx's
 // job, river.ClientFromContext), else a Client's River field.
@@ -180,8 +184,9 @@ func EnqueueEmailTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e 
 // EnqueueEmailsTx is EnqueueEmailTx for every email of emails, with one
 // outbox statement and one job insert however many there are: created[i]
 // reports whether this call recorded emails[i]'s intent. When emails
-// repeats a (Kind, ObjectID), its first copy is the one recorded and the
-// others are reported not created. Nothing is recorded when any email is
+// repeats a (Kind, ObjectID), its first copy with a usable recipient (else
+// its first copy) is the one recorded and the others are reported not
+// created. Nothing is recorded when any email is
 // invalid. No emails: nil, and no database work.
 //
 // Rows are inserted in (kind, object_id) order, so two transactions
@@ -210,16 +215,23 @@ func EnqueueEmailsTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e
 		messageIDs = make([]string, 0, n)
 		first      = make(map[key]int, n)
 	)
+	// A batch may hold an intent twice, asked for before and after its
+	// address was learnt: the copy that can be sent is the one to record.
 	for i, e := range emails {
 		e.ObjectID = strings.TrimSpace(e.ObjectID)
 		if err := e.validate(); err != nil {
 			return nil, fmt.Errorf("email %s %q: %w", e.Kind, e.ObjectID, err)
 		}
 		k := key{e.Kind, e.ObjectID}
-		if _, seen := first[k]; seen {
+		if j, seen := first[k]; !seen || (!sendable(emails[j].Recipient) && sendable(e.Recipient)) {
+			first[k] = i
+		}
+	}
+	for i, e := range emails {
+		e.ObjectID = strings.TrimSpace(e.ObjectID)
+		if first[key{e.Kind, e.ObjectID}] != i {
 			continue
 		}
-		first[k] = i
 		if len(e.Reason) > maxReasonLen {
 			e.Reason = e.Reason[:maxReasonLen] + "…"
 		}
@@ -259,7 +271,10 @@ func EnqueueEmailsTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
 			AS e (kind, object_id, payment_id, recipient, data, status, last_error, message_id)
 		ORDER BY kind, object_id
-		ON CONFLICT ON CONSTRAINT email_outbox_kind_object_id_key DO NOTHING
+		ON CONFLICT ON CONSTRAINT email_outbox_kind_object_id_key DO UPDATE
+			SET recipient = EXCLUDED.recipient, data = EXCLUDED.data, status = EXCLUDED.status, last_error = NULL
+			WHERE email_outbox.status = 'skipped' AND email_outbox.recipient IS NULL
+			  AND EXCLUDED.status = 'pending'
 		RETURNING id, kind, object_id, status`,
 		kinds, objectIDs, paymentIDs, recipients, datas, statuses, skipped, messageIDs)
 	if err != nil {
@@ -299,6 +314,12 @@ func EnqueueEmailsTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e
 		return nil, fmt.Errorf("enqueue send_email for %s: %w", what, err)
 	}
 	return created, nil
+}
+
+// sendable reports whether recipient is an address an email can go to.
+func sendable(recipient string) bool {
+	_, err := netmail.ParseAddress(recipient)
+	return strings.TrimSpace(recipient) != "" && err == nil
 }
 
 func noRecipientReason(kind EmailKind) string {

@@ -10,6 +10,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/statemachine"
 )
 
@@ -120,7 +121,7 @@ func StripeEffects(payload []byte) (Effects, error) {
 	case "payment_intent.processing", "payment_intent.amount_capturable_updated",
 		"payment_intent.succeeded", "payment_intent.payment_failed", "payment_intent.canceled":
 		err = m.paymentIntent(env.Type, obj)
-	case "charge.succeeded", "charge.captured", "charge.failed", "charge.refunded":
+	case "charge.succeeded", "charge.captured", "charge.failed", "charge.refunded", "charge.updated":
 		err = m.charge(env.Type, obj)
 	case "charge.refund.updated", "refund.created", "refund.updated", "refund.failed":
 		var r stripeRefund
@@ -215,12 +216,16 @@ func (m *mapper) setPayment(ids ...string) error {
 	return permanent("event names no payment")
 }
 
-// capture records a captured charge: a fact for the state and the one
-// capture transaction of that charge. at is the charge's own time when the
-// event carries the charge, else the event's.
-func (m *mapper) capture(chargeID string, amount decimal.Decimal, currency string, at time.Time) {
+// capture records a charge captured by the event: a fact for the state and
+// the one capture transaction of that charge, dated when the money moved.
+// Only the events Stripe raises at the capture itself (charge.succeeded of a
+// captured charge, charge.captured, payment_intent.succeeded) call it, and
+// they date it at their own time: Stripe emits them together, so the
+// capture's date does not depend on which arrives first. A charge's
+// created is its authorization, days before a manual capture.
+func (m *mapper) capture(chargeID string, amount decimal.Decimal, currency string) {
 	m.fact(statemachine.FactCaptured, chargeID, amount, currency)
-	m.post(ledger.NewCapture("stripe:charge:"+chargeID+":capture", m.out.PaymentID, m.eventID, currency, amount, at))
+	m.post(ledger.NewCapture(stripe.CaptureRef(chargeID), m.out.PaymentID, m.eventID, currency, amount, m.at))
 }
 
 // objectTime is an object's own creation time, which every report of it
@@ -275,7 +280,7 @@ func (m *mapper) paymentIntent(typ string, obj json.RawMessage) error {
 		// Without a charge id the capture cannot be given the ref that
 		// charge.succeeded will use; that event posts it instead.
 		if charge != "" && received.IsPositive() {
-			m.capture(charge, received, cur, m.at)
+			m.capture(charge, received, cur)
 		}
 	case "payment_intent.payment_failed":
 		m.fact(statemachine.FactPaymentFailed, pi.ID, decimal.Decimal{}, cur)
@@ -318,8 +323,15 @@ func (m *mapper) charge(typ string, obj json.RawMessage) error {
 			return err
 		}
 	}
-	if captured.IsPositive() {
-		m.capture(ch.ID, captured, cur, m.objectTime(ch.Created))
+	switch {
+	case !captured.IsPositive():
+	case typ == "charge.succeeded" || typ == "charge.captured":
+		m.capture(ch.ID, captured, cur)
+	default:
+		// charge.refunded and charge.updated report a captured charge but
+		// not when it was captured: the state learns of the capture, and
+		// the ledger posts it from the capture's own event, with its date.
+		m.fact(statemachine.FactCaptured, ch.ID, captured, cur)
 	}
 	if typ != "charge.refunded" {
 		return nil
@@ -364,8 +376,10 @@ func (m *mapper) refund(r stripeRefund, failedEvent bool) error {
 	if err != nil {
 		return err
 	}
+	// The refund took the money when it was created; a failure gives it
+	// back when it fails, which is when Stripe raises the failure's events
+	// (a refund object carries no failure time of its own).
 	at := m.objectTime(r.Created)
-	ref := "stripe:refund:" + r.ID
 	status := r.Status
 	if failedEvent {
 		status = "failed"
@@ -373,11 +387,11 @@ func (m *mapper) refund(r stripeRefund, failedEvent bool) error {
 	switch status {
 	case "succeeded":
 		m.fact(statemachine.FactRefundSucceeded, r.ID, amount, cur)
-		m.post(ledger.NewRefund(ref, m.out.PaymentID, m.eventID, cur, amount, at))
+		m.post(ledger.NewRefund(stripe.RefundRef(r.ID), m.out.PaymentID, m.eventID, cur, amount, at))
 	case "failed", "canceled":
 		m.fact(statemachine.FactRefundFailed, r.ID, amount, cur)
-		m.post(ledger.NewRefund(ref, m.out.PaymentID, m.eventID, cur, amount, at))
-		m.post(ledger.NewRefundReversal(ref+":reversal", m.out.PaymentID, m.eventID, cur, amount, at))
+		m.post(ledger.NewRefund(stripe.RefundRef(r.ID), m.out.PaymentID, m.eventID, cur, amount, at))
+		m.post(ledger.NewRefundReversal(stripe.RefundReversalRef(r.ID), m.out.PaymentID, m.eventID, cur, amount, m.at))
 	}
 	// pending and requires_action refunds have moved no money yet.
 	return nil
@@ -398,15 +412,14 @@ func (m *mapper) dispute(typ string, obj json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	ref := "stripe:dispute:" + d.ID
 	m.fact(statemachine.FactDisputeOpened, d.ID, decimal.Decimal{}, cur)
 	switch typ {
 	case "charge.dispute.funds_withdrawn":
 		m.fact(statemachine.FactDisputeFundsWithdrawn, d.ID, amount, cur)
-		m.post(ledger.NewDisputeWithdrawal(ref+":withdrawal", m.out.PaymentID, m.eventID, cur, amount, m.at))
+		m.post(ledger.NewDisputeWithdrawal(stripe.DisputeWithdrawalRef(d.ID), m.out.PaymentID, m.eventID, cur, amount, m.at))
 	case "charge.dispute.funds_reinstated":
 		m.fact(statemachine.FactDisputeFundsReinstated, d.ID, amount, cur)
-		m.post(ledger.NewDisputeReinstatement(ref+":reinstatement", m.out.PaymentID, m.eventID, cur, amount, m.at))
+		m.post(ledger.NewDisputeReinstatement(stripe.DisputeReinstatementRef(d.ID), m.out.PaymentID, m.eventID, cur, amount, m.at))
 	case "charge.dispute.closed":
 		switch d.Status {
 		case "lost":
@@ -434,10 +447,9 @@ func (m *mapper) payout(typ string, obj json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	ref := "stripe:payout:" + p.ID
-	m.post(ledger.NewPayout(ref, m.eventID, cur, amount, m.objectTime(p.Created)))
+	m.post(ledger.NewPayout(stripe.PayoutRef(p.ID), m.eventID, cur, amount, m.objectTime(p.Created)))
 	if typ == "payout.failed" {
-		m.post(ledger.NewPayoutReversal(ref+":reversal", m.eventID, cur, amount, m.at))
+		m.post(ledger.NewPayoutReversal(stripe.PayoutReversalRef(p.ID), m.eventID, cur, amount, m.at))
 	}
 	return nil
 }

@@ -2,12 +2,12 @@ package reconcile
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/provider/stripe"
 )
 
 // TypeFee is the Type of the line that carries a balance transaction's fee
@@ -40,23 +40,23 @@ func ledgerRef(bt BalanceTransaction) (ref string, kind ledger.Kind, ok bool) {
 	cat, typ := bt.ReportingCategory, bt.Type
 	switch {
 	case typ == "stripe_fee" || cat == "fee":
-		return "stripe:fee:" + bt.ID, ledger.KindFee, true
+		return stripe.FeeRef(bt.ID), ledger.KindFee, true
 	case src == "":
 		return "", "", false
 	case cat == "charge" || typ == "charge" || typ == "payment":
-		return "stripe:charge:" + src + ":capture", ledger.KindCapture, true
+		return stripe.CaptureRef(src), ledger.KindCapture, true
 	case cat == "refund" || typ == "refund" || typ == "payment_refund":
-		return "stripe:refund:" + src, ledger.KindRefund, true
+		return stripe.RefundRef(src), ledger.KindRefund, true
 	case cat == "refund_failure" || typ == "refund_failure" || typ == "payment_failure_refund":
-		return "stripe:refund:" + src + ":reversal", ledger.KindRefundReversal, true
+		return stripe.RefundReversalRef(src), ledger.KindRefundReversal, true
 	case cat == "dispute":
-		return "stripe:dispute:" + src + ":withdrawal", ledger.KindDisputeWithdrawal, true
+		return stripe.DisputeWithdrawalRef(src), ledger.KindDisputeWithdrawal, true
 	case cat == "dispute_reversal":
-		return "stripe:dispute:" + src + ":reinstatement", ledger.KindDisputeReinstatement, true
+		return stripe.DisputeReinstatementRef(src), ledger.KindDisputeReinstatement, true
 	case cat == "payout" || typ == "payout":
-		return "stripe:payout:" + src, ledger.KindPayout, true
+		return stripe.PayoutRef(src), ledger.KindPayout, true
 	case cat == "payout_reversal" || typ == "payout_failure":
-		return "stripe:payout:" + src + ":reversal", ledger.KindPayoutReversal, true
+		return stripe.PayoutReversalRef(src), ledger.KindPayoutReversal, true
 	}
 	return "", "", false
 }
@@ -71,9 +71,9 @@ func Lines(bt BalanceTransaction) []Line {
 	main := Line{BT: bt, Ref: ref, Kind: kind, Fee: kind == ledger.KindFee, Type: bt.Type, Amount: bt.Amount, FeeColumn: &fee}
 	out := []Line{main}
 	if bt.Fee != 0 {
-		feeRef := "stripe:fee:" + bt.ID
+		feeRef := stripe.FeeRef(bt.ID)
 		if main.Fee {
-			feeRef += ":fee"
+			feeRef = stripe.FeeOfFeeRef(bt.ID)
 		}
 		out = append(out, Line{BT: bt, Ref: feeRef, Kind: ledger.KindFee, Fee: true, Type: TypeFee, Amount: -bt.Fee})
 	}
@@ -200,7 +200,7 @@ func categoryOfKind(tx ledger.Transaction) string {
 	case ledger.KindFee:
 		return "fee"
 	}
-	if strings.HasPrefix(tx.Ref, "stripe:fee:") {
+	if stripe.IsFeeRef(tx.Ref) {
 		return "fee"
 	}
 	return "other_adjustment"
@@ -225,24 +225,13 @@ func LedgerOnly(tx ledger.Transaction) Item {
 // know: paygate's own refs for provider movements start with "stripe:".
 // Anything else (a hand-made bank adjustment) is not in the provider's
 // balance and is left out of the comparison.
-func Compared(tx ledger.Transaction) bool { return strings.HasPrefix(tx.Ref, "stripe:") }
+func Compared(tx ledger.Transaction) bool { return stripe.IsRef(tx.Ref) }
 
 // SourceOfRef names where the provider would keep the record of a ledger
 // ref: the source object whose balance transactions to list, or the balance
-// transaction id itself for fees. ok is false for refs of no known shape.
-func SourceOfRef(ref string) (sourceID, txnID string, ok bool) {
-	parts := strings.Split(ref, ":")
-	if len(parts) < 3 || parts[0] != "stripe" || parts[2] == "" {
-		return "", "", false
-	}
-	switch parts[1] {
-	case "fee":
-		return "", parts[2], true
-	case "charge", "refund", "dispute", "payout":
-		return parts[2], "", true
-	}
-	return "", "", false
-}
+// transaction id itself for fees and settlements. ok is false for refs of no
+// known shape.
+func SourceOfRef(ref string) (sourceID, txnID string, ok bool) { return stripe.SourceOfRef(ref) }
 
 // TimingDifference is a ledger transaction of the day whose provider record
 // is on another day: not an item of this run (the provider's day matches

@@ -22,6 +22,7 @@ const (
 	EventChargeCaptured                       EventType = "charge.captured"
 	EventChargeFailed                         EventType = "charge.failed"
 	EventChargeRefunded                       EventType = "charge.refunded"
+	EventChargeUpdated                        EventType = "charge.updated"
 	EventChargeRefundUpdated                  EventType = "charge.refund.updated"
 	EventRefundCreated                        EventType = "refund.created"
 	EventRefundUpdated                        EventType = "refund.updated"

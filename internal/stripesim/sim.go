@@ -96,22 +96,22 @@ func (f Fees) chargeFee(amount int64) int64 {
 // Sim is a simulated Stripe account. It is safe for concurrent use; handles
 // it returns (*Payment, *Refund…) belong to the caller.
 type Sim struct {
-	mu      sync.Mutex
-	apiKey  string
-	secret  string
-	seed    int64
-	rng     *mrand.Rand
-	now     time.Time
-	fees    Fees
+	mu     sync.Mutex
+	apiKey string
+	secret string
+	seed   int64
+	rng    *mrand.Rand
+	now    time.Time
+	fees   Fees
 	// settlement and rates: see Config.SettlementCurrency and ExchangeRates.
 	settlement string
 	rates      map[string]decimal.Decimal
-	reqSeq  atomic.Uint64 // request ids of API answers, apart from the seeded ids
-	intents map[string]*paymentIntent
-	charges map[string]*charge
-	refunds map[string]*refund
-	disputs map[string]*dispute
-	payouts map[string]*payout
+	reqSeq     atomic.Uint64 // request ids of API answers, apart from the seeded ids
+	intents    map[string]*paymentIntent
+	charges    map[string]*charge
+	refunds    map[string]*refund
+	disputs    map[string]*dispute
+	payouts    map[string]*payout
 
 	events   []Event
 	eventIdx map[string]int
@@ -506,6 +506,24 @@ func (s *Sim) Cancel(p *Payment) *Payment {
 	pi.CanceledAt = ptr(s.unix())
 	pi.CancellationReason = ptr("requested_by_customer")
 	s.emitLocked(EventPaymentIntentCanceled, pi, pi.ID, s.newRequestLocked(), nil)
+	return p
+}
+
+// SetReceiptEmail gives a payment's charge a receipt email after the fact,
+// as a dashboard user or an update of the charge does (Stripe then sends
+// the receipt), emitting charge.updated with the old address in
+// previous_attributes. It panics if the payment has no charge.
+func (s *Sim) SetReceiptEmail(p *Payment, email string) *Payment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pi, ch := s.intentLocked(p, "SetReceiptEmail")
+	if ch == nil {
+		panic(fmt.Sprintf("stripesim: SetReceiptEmail %s: no charge", pi.ID))
+	}
+	prev := map[string]any{"receipt_email": ch.ReceiptEmail}
+	ch.ReceiptEmail = nullable(email)
+	p.Email = email
+	s.emitLocked(EventChargeUpdated, ch, pi.ID, s.newRequestLocked(), prev)
 	return p
 }
 
