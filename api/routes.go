@@ -102,7 +102,10 @@ type TransactionView struct {
 	Kind       ledger.Kind `json:"kind"`
 	Currency   string      `json:"currency"`
 	OccurredAt time.Time   `json:"occurred_at"`
-	Entries    []EntryView `json:"entries"`
+	// ExchangeRate is the provider's rate on a leg of a conversion into
+	// the settlement currency; absent elsewhere.
+	ExchangeRate *string     `json:"exchange_rate,omitempty"`
+	Entries      []EntryView `json:"entries"`
 }
 
 // EntryView is one line of a transaction, "0" on its empty side.
@@ -132,6 +135,10 @@ func (s *Server) getPaymentLedger(c echo.Context) error {
 	out := make([]TransactionView, 0, len(txs))
 	for _, t := range txs {
 		tv := TransactionView{Ref: t.Ref, Kind: t.Kind, Currency: t.Currency, OccurredAt: t.OccurredAt.UTC()}
+		if t.ExchangeRate.Valid {
+			rate := t.ExchangeRate.Decimal.String()
+			tv.ExchangeRate = &rate
+		}
 		for _, e := range t.Entries {
 			tv.Entries = append(tv.Entries, EntryView{Account: e.Account, Debit: side(e.Debit, t.Currency), Credit: side(e.Credit, t.Currency)})
 		}

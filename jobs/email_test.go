@@ -350,7 +350,7 @@ func TestEmailNoRecipientIsSkipped(t *testing.T) {
 	ctx := context.Background()
 	require.True(t, b.enqueue(t, receipt("pi_none", "")))
 	require.True(t, b.enqueue(t, receipt("pi_bad", "not an address")))
-	require.False(t, b.enqueue(t, receipt("pi_none", "late@example.com")), "the intent is recorded; a later copy changes nothing")
+	require.False(t, b.enqueue(t, receipt("pi_none", "")), "the intent is recorded; a later copy without an address changes nothing")
 	var created bool
 	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		var err error
@@ -375,6 +375,18 @@ func TestEmailNoRecipientIsSkipped(t *testing.T) {
 		require.Empty(t, r.Recipient)
 	}
 	require.Empty(t, b.jobStates(t))
+
+	// An address learnt after the intent was skipped sends it after all,
+	// once.
+	require.True(t, b.enqueue(t, receipt("pi_late", "")))
+	require.True(t, b.enqueue(t, receipt("pi_late", "late@example.com")), "an address learnt later sends the email after all")
+	require.False(t, b.enqueue(t, receipt("pi_late", "other@example.com")), "once on its way, a later copy changes nothing")
+	r, err := jobs.GetEmail(ctx, b.pool, jobs.EmailPaymentReceipt, "pi_late")
+	require.NoError(t, err)
+	require.Equal(t, jobs.EmailPending, r.Status)
+	require.Equal(t, "late@example.com", r.Recipient)
+	require.Empty(t, r.Error)
+	require.Len(t, b.jobStates(t), 1)
 }
 
 // TestEmailWithoutSMTPIsSkipped: no PAYGATE_SMTP_URL: recorded as skipped

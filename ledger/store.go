@@ -32,10 +32,11 @@ type Querier interface {
 // posted in.
 const insertTransactions = `
 WITH header AS (
-    INSERT INTO ledger_transactions (ref, kind, currency, occurred_at, payment_id, event_id, entry_count)
-    SELECT h.ref, h.kind, h.currency, h.occurred_at, NULLIF(h.payment_id, ''), NULLIF(h.event_id, ''), h.entry_count
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::integer[])
-        AS h(ref, kind, currency, occurred_at, payment_id, event_id, entry_count)
+    INSERT INTO ledger_transactions (ref, kind, currency, occurred_at, payment_id, event_id, entry_count, exchange_rate)
+    SELECT h.ref, h.kind, h.currency, h.occurred_at, NULLIF(h.payment_id, ''), NULLIF(h.event_id, ''), h.entry_count,
+           NULLIF(h.exchange_rate, '')::numeric
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::integer[], $12::text[])
+        AS h(ref, kind, currency, occurred_at, payment_id, event_id, entry_count, exchange_rate)
     ORDER BY h.ref
     ON CONFLICT ON CONSTRAINT ledger_transactions_ref_key DO NOTHING
     RETURNING id, ref, currency
@@ -97,6 +98,7 @@ func PostManyTx(ctx context.Context, tx pgx.Tx, ts []Transaction) (created []boo
 	first := make(map[string]int, len(ts))
 	var (
 		refs, kinds, currencies, payments, events []string
+		rates                                     []string
 		occurred                                  []time.Time
 		counts                                    []int32
 		entryRefs, accounts, debits, credits      []string
@@ -112,6 +114,11 @@ func PostManyTx(ctx context.Context, tx pgx.Tx, ts []Transaction) (created []boo
 		refs, kinds, currencies = append(refs, t.Ref), append(kinds, string(t.Kind)), append(currencies, t.Currency)
 		payments, events = append(payments, t.PaymentID), append(events, t.EventID)
 		occurred, counts = append(occurred, t.OccurredAt), append(counts, int32(len(t.Entries)))
+		rate := ""
+		if t.ExchangeRate.Valid {
+			rate = t.ExchangeRate.Decimal.String()
+		}
+		rates = append(rates, rate)
 		exp, _ := Exponent(t.Currency) // Validate checked it
 		for _, e := range t.Entries {
 			// At the currency's scale, so the stored NUMERIC reads as
@@ -124,7 +131,7 @@ func PostManyTx(ctx context.Context, tx pgx.Tx, ts []Transaction) (created []boo
 
 	rows, err := tx.Query(ctx, insertTransactions,
 		refs, kinds, currencies, occurred, payments, events, counts,
-		entryRefs, accounts, debits, credits)
+		entryRefs, accounts, debits, credits, rates)
 	if err != nil {
 		return nil, fmt.Errorf("post %s: %w", andMore(refs), translate(err))
 	}
@@ -220,7 +227,7 @@ func translate(err error) error {
 
 const selectTransactions = `
 SELECT t.ref, t.kind, t.currency, t.occurred_at, coalesce(t.payment_id, ''), coalesce(t.event_id, ''),
-       e.account, e.debit::text, e.credit::text, t.id
+       e.account, e.debit::text, e.credit::text, t.id, t.exchange_rate::text
 FROM ledger_transactions t
 JOIN ledger_entries e ON e.transaction_id = t.id
 `
@@ -246,10 +253,18 @@ func queryTransactions(ctx context.Context, q Querier, where string, args ...any
 			debit, credit string
 			id            int64
 			dr, cr        decimal.Decimal
+			rate          *string
 		)
 		if err := rows.Scan(&t.Ref, &kind, &t.Currency, &t.OccurredAt, &t.PaymentID, &t.EventID,
-			&account, &debit, &credit, &id); err != nil {
+			&account, &debit, &credit, &id, &rate); err != nil {
 			return nil, err
+		}
+		if rate != nil {
+			r, err := decimal.NewFromString(*rate)
+			if err != nil {
+				return nil, fmt.Errorf("parse exchange rate %q: %w", *rate, err)
+			}
+			t.ExchangeRate = decimal.NewNullDecimal(r)
 		}
 		if dr, err = decimal.NewFromString(debit); err != nil {
 			return nil, fmt.Errorf("parse debit %q: %w", debit, err)

@@ -22,13 +22,17 @@ const (
 	AccountRefunds          Account = "refunds"
 	AccountDisputeLosses    Account = "dispute_losses"
 	AccountFees             Account = "fees"
+	// AccountFXClearing is where a conversion between currencies passes:
+	// the presentment amount enters it in one currency and the settlement
+	// amount leaves it in the other (see NewSettlement).
+	AccountFXClearing Account = "fx_clearing"
 )
 
 // chart lists the accounts in presentation order: assets, revenue, contra
 // revenue, expenses. Trial balances are sorted by it.
 var chart = []Account{
 	AccountProviderBalance, AccountPayoutsInTransit, AccountBank,
-	AccountSales, AccountRefunds, AccountDisputeLosses, AccountFees,
+	AccountSales, AccountRefunds, AccountDisputeLosses, AccountFees, AccountFXClearing,
 }
 
 // Accounts returns the chart of accounts in presentation order.
@@ -87,7 +91,11 @@ type Transaction struct {
 	OccurredAt time.Time
 	PaymentID  string // empty for movements without a payment (payouts)
 	EventID    string // the event that first reported it; informational
-	Entries    []Entry
+	// ExchangeRate is the provider's rate (major units of the settlement
+	// currency per major unit of the presentment currency) on the legs of
+	// a conversion; not Valid on every other transaction.
+	ExchangeRate decimal.NullDecimal
+	Entries      []Entry
 }
 
 // Entry is one line of a transaction. Exactly one of Debit and Credit is
@@ -163,6 +171,42 @@ func NewFee(ref, paymentID, eventID, currency string, amount decimal.Decimal, at
 	return newByRule(KindFee, ref, paymentID, eventID, currency, amount, at)
 }
 
+// Money is a signed amount in a currency, positive when it enters the
+// provider balance.
+type Money struct {
+	Amount   decimal.Decimal
+	Currency string
+}
+
+// NewSettlement records that the provider booked a movement presented in
+// one currency in its balance in another: presented is the movement's
+// effect on provider_balance as the ledger posted it (positive for a
+// capture, negative for a refund), settled the provider's booking of it in
+// the balance's currency, rate the provider's exchange rate. It returns two
+// adjustments, one per currency, each balanced in its own: presented
+// leaves provider_balance for fx_clearing, and settled enters
+// provider_balance from fx_clearing. After both, provider_balance holds the
+// movement in the settlement currency only, as the provider's balance
+// does, and fx_clearing holds the conversion, at the rate, in both. ref
+// names each leg by its currency.
+func NewSettlement(ref func(currency string) string, paymentID, eventID string, presented, settled Money, rate decimal.Decimal, at time.Time) [2]Transaction {
+	leg := func(m Money, out bool) Transaction {
+		// A leg moves m out of provider_balance (the presentment side) or
+		// into it (the settlement side); a negative m moves the other way.
+		from, to := AccountFXClearing, AccountProviderBalance
+		if out == m.Amount.IsPositive() {
+			from, to = to, from
+		}
+		amount := m.Amount.Abs()
+		return Transaction{
+			Ref: ref(m.Currency), Kind: KindAdjustment, Currency: m.Currency, OccurredAt: at,
+			PaymentID: paymentID, EventID: eventID, ExchangeRate: decimal.NewNullDecimal(rate),
+			Entries: []Entry{Debit(to, amount), Credit(from, amount)},
+		}
+	}
+	return [2]Transaction{leg(presented, true), leg(settled, false)}
+}
+
 // Amount is what the transaction moves: the sum of its debits.
 func (t Transaction) Amount() decimal.Decimal {
 	sum := decimal.Zero
@@ -185,6 +229,9 @@ func (t Transaction) Validate() error {
 	}
 	if !t.Kind.Valid() {
 		return fmt.Errorf("%w: %q", ErrInvalidKind, t.Kind)
+	}
+	if t.ExchangeRate.Valid && !t.ExchangeRate.Decimal.IsPositive() {
+		return fmt.Errorf("%w: %s: exchange rate %s is not positive", ErrInvalidTransaction, t.Ref, t.ExchangeRate.Decimal)
 	}
 	exp, err := Exponent(t.Currency)
 	if err != nil {
@@ -236,6 +283,9 @@ func sameContent(stored, posted Transaction) string {
 		return fmt.Sprintf("currency: stored %s, posted %s", stored.Currency, posted.Currency)
 	case stored.PaymentID != posted.PaymentID:
 		return fmt.Sprintf("payment: stored %q, posted %q", stored.PaymentID, posted.PaymentID)
+	case stored.ExchangeRate.Valid != posted.ExchangeRate.Valid ||
+		stored.ExchangeRate.Valid && !stored.ExchangeRate.Decimal.Equal(posted.ExchangeRate.Decimal):
+		return fmt.Sprintf("exchange rate: stored %s, posted %s", rateText(stored), rateText(posted))
 	}
 	a, b := sortedEntries(stored.Entries), sortedEntries(posted.Entries)
 	same := len(a) == len(b)
@@ -272,4 +322,11 @@ func describe(t Transaction) string {
 		}
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func rateText(t Transaction) string {
+	if !t.ExchangeRate.Valid {
+		return "none"
+	}
+	return t.ExchangeRate.Decimal.String()
 }

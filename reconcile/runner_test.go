@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/internal/worldtest"
 	"github.com/paygate/paygate/ledger"
+	striperef "github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/reconcile"
 	"github.com/paygate/paygate/webhook"
 )
@@ -314,10 +316,12 @@ func TestPagination(t *testing.T) {
 }
 
 // TestUTCDayBoundary puts records at 23:59:59 and 00:00:00 on both sides
-// of midnight, and a manual capture whose ledger date (the charge's
-// authorization, 23:59:30) is the day before the provider's record of the
-// capture (00:00:10): a timing difference, not a record missing at the
-// provider, matched by the next day's run.
+// of midnight, and a manual capture authorized at 23:59:30 and captured at
+// 00:00:10: the ledger dates it at the capture, as the provider does,
+// whichever of its events arrives, so it is the next day's. A payout
+// created at 23:59:50 whose balance transaction the provider books at
+// 00:00:20 is a timing difference of the first day, not a record missing
+// at the provider, matched by the next day's run.
 func TestUTCDayBoundary(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -332,47 +336,60 @@ func TestUTCDayBoundary(t *testing.T) {
 	next := sim.Pay(stripesim.PayOpts{Amount: 4000})
 	sim.SetNow(day.Add(24*time.Hour + 10*time.Second))
 	sim.Capture(manual)
+	sim.SetNow(day.Add(24*time.Hour + 20*time.Second))
+	po := sim.Payout(500, "usd")
 
-	// Deliver everything but the capture's payment_intent.succeeded, whose
-	// event time would date the ledger's capture on the next day: the
-	// charge.captured event dates it by the charge, on the day before.
+	// Deliver everything but the capture's payment_intent.succeeded (its
+	// charge.captured alone dates the capture) and, for the payout, a
+	// payout.paid whose payout was created before midnight.
 	var deliver []stripesim.Event
 	for _, ev := range sim.Deliverable() {
-		if ev.Type == stripesim.EventPaymentIntentSucceeded && ev.PaymentIntentID == manual.ID {
+		switch {
+		case ev.Type == stripesim.EventPaymentIntentSucceeded && ev.PaymentIntentID == manual.ID:
 			continue
+		case ev.Type == stripesim.EventPayoutPaid:
+			var env struct {
+				Data struct {
+					Object map[string]any `json:"object"`
+				} `json:"data"`
+			}
+			require.NoError(t, json.Unmarshal(ev.Payload, &env))
+			env.Data.Object["created"] = day.Add(24*time.Hour - 10*time.Second).Unix()
+			sim.SkipEvent(ev.ID)
+			ev = sim.Emit(stripesim.EventPayoutPaid, env.Data.Object)
 		}
 		deliver = append(deliver, ev)
 	}
 	b.world.Apply(t, deliver...)
-	capRef := "stripe:charge:" + manual.ChargeID + ":capture"
+	capRef := striperef.CaptureRef(manual.ChargeID)
 	tx, err := ledger.TransactionByRef(context.Background(), b.world.Pool, capRef)
 	require.NoError(t, err)
-	require.Equal(t, day.Add(24*time.Hour-30*time.Second), tx.OccurredAt)
+	require.Equal(t, day.Add(24*time.Hour+10*time.Second), tx.OccurredAt, "dated at the capture, not the authorization")
 
 	run, items := b.run(t, day)
 	refs := map[string]reconcile.Status{}
 	for _, it := range items {
 		refs[it.Ref] = it.Status
 	}
-	require.Equal(t, reconcile.StatusMatched, refs["stripe:charge:"+first.ChargeID+":capture"], "00:00:00 belongs to the day")
-	require.Equal(t, reconcile.StatusMatched, refs["stripe:charge:"+last.ChargeID+":capture"], "23:59:59 belongs to the day")
-	require.NotContains(t, refs, "stripe:charge:"+next.ChargeID+":capture", "00:00:00 the next day does not")
-	require.NotContains(t, refs, capRef, "the manual capture is the next day's at the provider")
+	require.Equal(t, reconcile.StatusMatched, refs[striperef.CaptureRef(first.ChargeID)], "00:00:00 belongs to the day")
+	require.Equal(t, reconcile.StatusMatched, refs[striperef.CaptureRef(last.ChargeID)], "23:59:59 belongs to the day")
+	require.NotContains(t, refs, striperef.CaptureRef(next.ChargeID), "00:00:00 the next day does not")
+	require.NotContains(t, refs, capRef, "the manual capture is the next day's")
 	require.Zero(t, run.Report.Summary[reconcile.StatusMissingAtProvider])
 	require.Len(t, run.Report.TimingDifferences, 1)
 	td := run.Report.TimingDifferences[0]
-	require.Equal(t, capRef, td.Ref)
-	require.Equal(t, manual.BalanceTransactionID, td.ProviderTxnID)
+	require.Equal(t, striperef.PayoutRef(po.ID), td.Ref)
+	require.Equal(t, po.BalanceTransactionID, td.ProviderTxnID)
 	require.Equal(t, "2025-03-15", td.ProviderCreated.Format(reconcile.DateLayout))
 	require.Equal(t, 2, run.Report.Counts.ProviderTransactions)
 
-	// The next day's run matches the capture by ref, though the ledger
-	// dated it the day before, and recovers the undelivered event (a
-	// duplicate of the capture: nothing new is posted).
+	// The next day's run matches the capture and the payout by ref, though
+	// the ledger dated the payout the day before, and recovers the
+	// undelivered events (duplicates: nothing new is posted).
 	next2, items2 := b.run(t, day.AddDate(0, 0, 1))
 	require.Equal(t, reconcile.StatusMatched, find(t, items2, byRef(capRef)).Status)
-	require.Equal(t, reconcile.StatusMatched, find(t, items2, byRef("stripe:charge:"+next.ChargeID+":capture")).Status)
-	require.Equal(t, 1, next2.Report.Recovery.Recovered)
+	require.Equal(t, reconcile.StatusMatched, find(t, items2, byRef(striperef.CaptureRef(next.ChargeID))).Status)
+	require.Equal(t, reconcile.StatusMatched, find(t, items2, byRef(striperef.PayoutRef(po.ID))).Status)
 	require.Zero(t, next2.Report.Summary[reconcile.StatusMissingAtProvider])
 	require.Empty(t, next2.Report.TimingDifferences)
 }
