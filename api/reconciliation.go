@@ -61,6 +61,11 @@ type ItemView struct {
 	ProviderAmount *string          `json:"provider_amount"`
 	ProviderFee    *string          `json:"provider_fee"`
 	LedgerAmount   *string          `json:"ledger_amount"`
+	// The presentment side and the rate of a movement settled in another
+	// currency; null otherwise.
+	PresentmentCurrency *string `json:"presentment_currency"`
+	PresentmentAmount   *string `json:"presentment_amount"`
+	ExchangeRate        *string `json:"exchange_rate"`
 }
 
 func orNull(s string) *string {
@@ -76,6 +81,7 @@ func itemView(it reconcile.Item) ItemView {
 		Status: it.Status, ProviderTxnID: orNull(rec[1]), SourceID: orNull(rec[2]), Ref: orNull(rec[3]),
 		Type: rec[4], Currency: rec[5],
 		ProviderAmount: orNull(rec[6]), ProviderFee: orNull(rec[7]), LedgerAmount: orNull(rec[8]),
+		PresentmentCurrency: orNull(rec[9]), PresentmentAmount: orNull(rec[10]), ExchangeRate: orNull(rec[11]),
 	}
 }
 

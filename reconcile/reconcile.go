@@ -108,6 +108,11 @@ type BalanceTransaction struct {
 	Fee               int64
 	Net               int64
 	Created           time.Time
+	// ExchangeRate is the provider's rate when it converted the movement
+	// from its presentment currency into Currency, the balance's (major
+	// units of Currency per major unit of the other); not Valid when no
+	// conversion took place.
+	ExchangeRate decimal.NullDecimal
 }
 
 // Event is one provider event as its list endpoint returned it. Payload is
@@ -178,4 +183,11 @@ type Item struct {
 	ProviderAmount    *decimal.Decimal
 	ProviderFee       *decimal.Decimal
 	LedgerAmount      *decimal.Decimal
+	// For a movement the provider converted into the balance's currency:
+	// the movement as the ledger posted it in the presentment currency
+	// (signed like LedgerAmount) and the provider's rate. Currency,
+	// ProviderAmount and LedgerAmount are then the settlement side.
+	PresentmentCurrency string
+	PresentmentAmount   *decimal.Decimal
+	ExchangeRate        *decimal.Decimal
 }

@@ -194,6 +194,7 @@ func Summarize(items []Item) (map[Status]int, []CurrencyTotals) {
 var CSVHeader = []string{
 	"status", "provider_txn_id", "source_id", "ref", "type", "currency",
 	"provider_amount", "provider_fee", "ledger_amount",
+	"presentment_currency", "presentment_amount", "exchange_rate",
 }
 
 // FormatAmount renders an item amount at its currency's scale; "" when
@@ -215,7 +216,15 @@ func (it Item) Record() []string {
 		string(it.Status), it.ProviderTxnID, it.SourceID, it.Ref, it.Type, it.Currency,
 		FormatAmount(it.ProviderAmount, it.Currency), FormatAmount(it.ProviderFee, it.Currency),
 		FormatAmount(it.LedgerAmount, ledgerCur),
+		it.PresentmentCurrency, FormatAmount(it.PresentmentAmount, it.PresentmentCurrency), rateText(it.ExchangeRate),
 	}
+}
+
+func rateText(d *decimal.Decimal) string {
+	if d == nil {
+		return ""
+	}
+	return d.String()
 }
 
 // WriteCSV writes the header row and one row per item (RFC 4180).

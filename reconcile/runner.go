@@ -14,6 +14,7 @@ import (
 
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/provider/stripe"
 )
 
 // providerName is the inbox's name for the provider reconciled here.
@@ -268,6 +269,14 @@ func (m *matching) record(ctx context.Context, bt BalanceTransaction) ([]Item, e
 			out = append(out, it)
 			continue
 		}
+		if tx != nil && !l.Fee && tx.Currency != bt.Currency && bt.ExchangeRate.Valid {
+			it, err := m.settle(ctx, l, tx)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, it)
+			continue
+		}
 		it := Compare(l, tx)
 		if l.Fee && tx != nil && tx.EventID == m.postedBy && it.Status == StatusMatched {
 			it.Status = StatusFeePosted // by an earlier attempt of this run
@@ -305,6 +314,61 @@ func (m *matching) postFee(ctx context.Context, l Line, paymentID string) (Item,
 	return it, nil
 }
 
+// settle matches a movement the provider booked in another currency than
+// the ledger posted it in, at the rate it reports: the ledger's conversion
+// of moved into the settlement currency (ledger.NewSettlement, refs
+// stripe:fx:<txn>:<currency>) is posted when missing, and the item compares
+// the provider's amount with the settlement leg, in the settlement
+// currency, showing the presentment side and the rate beside it.
+func (m *matching) settle(ctx context.Context, l Line, moved *ledger.Transaction) (Item, error) {
+	bt := l.BT
+	legRef := func(currency string) string { return stripe.SettlementRef(bt.ID, currency) }
+	presented := ledger.Money{Amount: Effect(*moved), Currency: moved.Currency}
+	legs := ledger.NewSettlement(legRef, moved.PaymentID, m.postedBy, presented,
+		ledger.Money{Amount: money(l.Amount, bt.Currency), Currency: bt.Currency}, bt.ExchangeRate.Decimal, bt.Created)
+	var stored [2]*ledger.Transaction
+	for i, leg := range legs {
+		tx, err := m.lookup(ctx, leg.Ref)
+		if err != nil {
+			return Item{}, err
+		}
+		stored[i] = tx
+	}
+	if stored[0] == nil || stored[1] == nil {
+		err := pgx.BeginFunc(ctx, m.r.cfg.Pool, func(tx pgx.Tx) error {
+			_, err := ledger.PostManyTx(ctx, tx, legs[:])
+			return err
+		})
+		if err != nil && !errors.Is(err, ledger.ErrRefConflict) {
+			return Item{}, fmt.Errorf("post settlement of %s: %w", bt.ID, err)
+		}
+		for i, leg := range legs {
+			delete(m.missing, leg.Ref)
+			got, err := ledger.TransactionByRef(ctx, m.r.cfg.Pool, leg.Ref)
+			if err != nil {
+				return Item{}, fmt.Errorf("read settlement %s: %w", leg.Ref, err)
+			}
+			m.byRef[leg.Ref] = &got
+			stored[i] = &got
+		}
+	}
+	for _, leg := range legs {
+		m.claimed[leg.Ref] = true
+	}
+	it := Compare(l, stored[1])
+	it.Ref = l.Ref
+	it.PresentmentCurrency = moved.Currency
+	it.PresentmentAmount = ptr(presented.Amount)
+	rate := bt.ExchangeRate.Decimal
+	it.ExchangeRate = &rate
+	if it.Status == StatusMatched && !Effect(*stored[0]).Equal(presented.Amount.Neg()) {
+		// The conversion stored earlier took another presentment amount
+		// out of the balance than the movement put in.
+		it.Status = StatusAmountMismatch
+	}
+	return it, nil
+}
+
 // atProvider looks for the provider's record of a ledger ref that no record
 // of the day claimed, on whatever day the provider booked it.
 func (m *matching) atProvider(ctx context.Context, ref string) (BalanceTransaction, bool, error) {
@@ -326,6 +390,9 @@ func (m *matching) atProvider(ctx context.Context, ref string) (BalanceTransacti
 		}
 	}
 	for _, bt := range candidates {
+		if stripe.IsSettlementRefOf(ref, bt.ID) {
+			return bt, true, nil // a leg of the record's conversion
+		}
 		for _, l := range Lines(bt) {
 			if l.Ref == ref {
 				return bt, true, nil

@@ -35,6 +35,7 @@ type testBundle struct {
 
 type setupOpts struct {
 	pageSize int64
+	sim      func(*stripesim.Config) // adjusts the simulated account
 }
 
 // setup starts a world (real database, real workers) and a simulator served
@@ -44,8 +45,12 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 	if opts == nil {
 		opts = &setupOpts{}
 	}
+	simConfig := stripesim.Config{Seed: 42, Now: day.Add(9 * time.Hour)}
+	if opts.sim != nil {
+		opts.sim(&simConfig)
+	}
 	b := &testBundle{
-		sim:      stripesim.New(stripesim.Config{Seed: 42, Now: day.Add(9 * time.Hour)}),
+		sim:      stripesim.New(simConfig),
 		world:    worldtest.New(t, nil),
 		requests: map[string]*atomic.Int64{},
 	}

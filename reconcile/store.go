@@ -129,7 +129,8 @@ func Items(ctx context.Context, q Querier, runID int64) ([]Item, error) {
 	rows, err := q.Query(ctx, `
 		SELECT status, coalesce(provider_txn_id, ''), coalesce(source_id, ''), coalesce(ref, ''), type,
 		       reporting_category, currency, coalesce(ledger_currency, ''),
-		       provider_amount::text, provider_fee::text, ledger_amount::text
+		       provider_amount::text, provider_fee::text, ledger_amount::text,
+		       coalesce(presentment_currency, ''), presentment_amount::text, exchange_rate::text
 		FROM reconciliation_items WHERE run_id = $1 ORDER BY position`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("read items of run %d: %w", runID, err)
@@ -138,17 +139,18 @@ func Items(ctx context.Context, q Querier, runID int64) ([]Item, error) {
 	out := []Item{}
 	for rows.Next() {
 		var (
-			it         Item
-			pa, pf, la *string
+			it                 Item
+			pa, pf, la, pr, xr *string
 		)
 		if err := rows.Scan(&it.Status, &it.ProviderTxnID, &it.SourceID, &it.Ref, &it.Type,
-			&it.ReportingCategory, &it.Currency, &it.LedgerCurrency, &pa, &pf, &la); err != nil {
+			&it.ReportingCategory, &it.Currency, &it.LedgerCurrency, &pa, &pf, &la,
+			&it.PresentmentCurrency, &pr, &xr); err != nil {
 			return nil, fmt.Errorf("read items of run %d: %w", runID, err)
 		}
 		for _, f := range []struct {
 			raw *string
 			dst **decimal.Decimal
-		}{{pa, &it.ProviderAmount}, {pf, &it.ProviderFee}, {la, &it.LedgerAmount}} {
+		}{{pa, &it.ProviderAmount}, {pf, &it.ProviderFee}, {la, &it.LedgerAmount}, {pr, &it.PresentmentAmount}, {xr, &it.ExchangeRate}} {
 			if f.raw == nil {
 				continue
 			}
@@ -203,23 +205,26 @@ func complete(ctx context.Context, pool *pgxpool.Pool, runID int64, items []Item
 			pos                                   = make([]int32, n)
 			statuses, typ, cat, cur               = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 			txn, src, ref, lcur, pAmt, pFee, lAmt = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+			prCur, prAmt, rate                    = make([]*string, n), make([]*string, n), make([]*string, n)
 		)
 		for i, it := range items {
 			pos[i] = int32(i)
 			statuses[i], typ[i], cat[i], cur[i] = string(it.Status), it.Type, it.ReportingCategory, it.Currency
 			txn[i], src[i], ref[i], lcur[i] = nullable(it.ProviderTxnID), nullable(it.SourceID), nullable(it.Ref), nullable(it.LedgerCurrency)
 			pAmt[i], pFee[i], lAmt[i] = numeric(it.ProviderAmount), numeric(it.ProviderFee), numeric(it.LedgerAmount)
+			prCur[i], prAmt[i], rate[i] = nullable(it.PresentmentCurrency), numeric(it.PresentmentAmount), numeric(it.ExchangeRate)
 		}
 		if n > 0 {
 			if _, err := tx.Exec(ctx, `
 				INSERT INTO reconciliation_items (run_id, position, status, provider_txn_id, source_id, ref, type,
-				    reporting_category, currency, ledger_currency, provider_amount, provider_fee, ledger_amount)
+				    reporting_category, currency, ledger_currency, provider_amount, provider_fee, ledger_amount,
+				    presentment_currency, presentment_amount, exchange_rate)
 				SELECT $1, t.pos, t.status, t.txn, t.src, t.ref, t.typ, t.cat, t.cur, t.lcur,
-				       t.pamt::numeric, t.pfee::numeric, t.lamt::numeric
+				       t.pamt::numeric, t.pfee::numeric, t.lamt::numeric, t.prcur, t.pramt::numeric, t.rate::numeric
 				FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-				            $9::text[], $10::text[], $11::text[], $12::text[], $13::text[])
-				     AS t(pos, status, txn, src, ref, typ, cat, cur, lcur, pamt, pfee, lamt)`,
-				runID, pos, statuses, txn, src, ref, typ, cat, cur, lcur, pAmt, pFee, lAmt); err != nil {
+				            $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[])
+				     AS t(pos, status, txn, src, ref, typ, cat, cur, lcur, pamt, pfee, lamt, prcur, pramt, rate)`,
+				runID, pos, statuses, txn, src, ref, typ, cat, cur, lcur, pAmt, pFee, lAmt, prCur, prAmt, rate); err != nil {
 				return fmt.Errorf("store %d items of run %d: %w", n, runID, err)
 			}
 		}

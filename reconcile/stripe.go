@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shopspring/decimal"
 	"github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/client"
 )
@@ -117,8 +119,21 @@ func (s *Stripe) PayoutTransactions(ctx context.Context, payoutID string) ([]Bal
 func (s *Stripe) listBalanceTransactions(params *stripe.BalanceTransactionListParams, what string) ([]BalanceTransaction, error) {
 	it := s.api.BalanceTransactions.List(params)
 	out := []BalanceTransaction{}
+	var (
+		page  *stripe.BalanceTransactionList
+		rates map[string]decimal.NullDecimal
+	)
 	for it.Next() {
-		out = append(out, fromStripe(it.BalanceTransaction()))
+		if l := it.BalanceTransactionList(); l != page {
+			page = l
+			var err error
+			if rates, err = exchangeRates(l.LastResponse); err != nil {
+				return nil, providerErr("list balance transactions", err)
+			}
+		}
+		bt := fromStripe(it.BalanceTransaction())
+		bt.ExchangeRate = rates[bt.ID]
+		out = append(out, bt)
 		if what != "" && len(out)%int(s.pageSize) == 0 {
 			s.progress(fmt.Sprintf("listed %d %s", len(out), what))
 		}
@@ -141,7 +156,48 @@ func (s *Stripe) BalanceTransaction(ctx context.Context, id string) (BalanceTran
 	if err != nil {
 		return BalanceTransaction{}, false, providerErr("get balance transaction "+id, err)
 	}
-	return fromStripe(bt), true, nil
+	rates, err := exchangeRates(bt.LastResponse)
+	if err != nil {
+		return BalanceTransaction{}, false, providerErr("get balance transaction "+id, err)
+	}
+	out := fromStripe(bt)
+	out.ExchangeRate = rates[out.ID]
+	return out, true, nil
+}
+
+// exchangeRates reads the exchange_rate of every balance transaction in an
+// answer (a list page or one object) from its raw JSON, as a decimal:
+// stripe-go decodes it into a float64, and an amount converted through a
+// float is not the amount Stripe booked.
+func exchangeRates(resp *stripe.APIResponse) (map[string]decimal.NullDecimal, error) {
+	if resp == nil || len(resp.RawJSON) == 0 {
+		return nil, errors.New("balance transactions answer without its raw body")
+	}
+	type record struct {
+		ID           string       `json:"id"`
+		ExchangeRate *json.Number `json:"exchange_rate"`
+	}
+	var body struct {
+		record
+		Data []record `json:"data"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(resp.RawJSON))
+	dec.UseNumber()
+	if err := dec.Decode(&body); err != nil {
+		return nil, fmt.Errorf("decode exchange rates: %w", err)
+	}
+	out := map[string]decimal.NullDecimal{}
+	for _, r := range append(body.Data, body.record) {
+		if r.ID == "" || r.ExchangeRate == nil {
+			continue
+		}
+		rate, err := decimal.NewFromString(r.ExchangeRate.String())
+		if err != nil || !rate.IsPositive() {
+			return nil, fmt.Errorf("balance transaction %s: exchange_rate %q is not a positive decimal", r.ID, r.ExchangeRate.String())
+		}
+		out[r.ID] = decimal.NewNullDecimal(rate)
+	}
+	return out, nil
 }
 
 func fromStripe(bt *stripe.BalanceTransaction) BalanceTransaction {

@@ -53,6 +53,12 @@ func SettlementRef(txnID, currency string) string {
 	return Prefix + "fx:" + txnID + ":" + currency
 }
 
+// IsSettlementRefOf reports whether ref names a leg of the conversion of
+// balance transaction txn_….
+func IsSettlementRefOf(ref, txnID string) bool {
+	return strings.HasPrefix(ref, SettlementRef(txnID, "")) && len(ref) > len(SettlementRef(txnID, ""))
+}
+
 // IsRef reports whether ref names a Stripe movement.
 func IsRef(ref string) bool { return strings.HasPrefix(ref, Prefix) }
 
