@@ -26,3 +26,13 @@ install() {
 
 install github.com/axllent/mailpit v1.33.1
 install github.com/stripe/stripe-mock v0.203.0
+
+# --- stripe-mock OpenAPI specs for internal/stripesim's schema test ---
+# The test validates the simulator's objects against the OpenAPI spec that
+# stripe-mock releases embed (embedded/openapi/spec3.json), read from the Go
+# module cache: v0.162.0 (API 2022-11-15) and v0.203.0 (2026-08-26.dahlia),
+# the releases either side of the pinned 2024-06-20. The install above
+# already caches v0.203.0; both are named so the test never depends on it.
+# A no-op when they are cached; go.mod and go.sum are not touched.
+go mod download github.com/stripe/stripe-mock@v0.162.0 github.com/stripe/stripe-mock@v0.203.0
+# --- end stripe-mock OpenAPI specs ---

@@ -1,6 +1,7 @@
 package stripesim
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -20,6 +21,7 @@ type paymentIntent struct {
 	CanceledAt         *int64            `json:"canceled_at"`
 	CancellationReason *string           `json:"cancellation_reason"`
 	CaptureMethod      string            `json:"capture_method"`
+	ConfirmationMethod string            `json:"confirmation_method"`
 	Created            int64             `json:"created"`
 	Currency           string            `json:"currency"`
 	LastPaymentError   *paymentError     `json:"last_payment_error"`
@@ -29,6 +31,17 @@ type paymentIntent struct {
 	PaymentMethodTypes []string          `json:"payment_method_types"`
 	ReceiptEmail       *string           `json:"receipt_email"`
 	Status             string            `json:"status"`
+}
+
+// MarshalJSON renders the intent; confirmation_method is automatic unless
+// set, as the simulator's intents are confirmed in one step.
+func (pi paymentIntent) MarshalJSON() ([]byte, error) {
+	type plain paymentIntent
+	p := plain(pi)
+	if p.ConfirmationMethod == "" {
+		p.ConfirmationMethod = "automatic"
+	}
+	return marshalObject(p)
 }
 
 type paymentError struct {
@@ -100,19 +113,62 @@ type refund struct {
 }
 
 type dispute struct {
-	ID                  string                `json:"id"`
-	Object              string                `json:"object"`
-	Amount              int64                 `json:"amount"`
-	BalanceTransactions []*BalanceTransaction `json:"balance_transactions"`
-	Charge              string                `json:"charge"`
-	Created             int64                 `json:"created"`
-	Currency            string                `json:"currency"`
-	IsChargeRefundable  bool                  `json:"is_charge_refundable"`
-	Livemode            bool                  `json:"livemode"`
-	Metadata            map[string]string     `json:"metadata"`
-	PaymentIntent       *string               `json:"payment_intent"`
-	Reason              string                `json:"reason"`
-	Status              string                `json:"status"`
+	ID                  string                 `json:"id"`
+	Object              string                 `json:"object"`
+	Amount              int64                  `json:"amount"`
+	BalanceTransactions []*BalanceTransaction  `json:"balance_transactions"`
+	Charge              string                 `json:"charge"`
+	Created             int64                  `json:"created"`
+	Currency            string                 `json:"currency"`
+	Evidence            disputeEvidence        `json:"evidence"`
+	EvidenceDetails     disputeEvidenceDetails `json:"evidence_details"`
+	IsChargeRefundable  bool                   `json:"is_charge_refundable"`
+	Livemode            bool                   `json:"livemode"`
+	Metadata            map[string]string      `json:"metadata"`
+	PaymentIntent       *string                `json:"payment_intent"`
+	Reason              string                 `json:"reason"`
+	Status              string                 `json:"status"`
+}
+
+// disputeEvidence is what the merchant submitted to fight a dispute, with
+// API 2024-06-20's fields; the simulator submits none, so each is null.
+type disputeEvidence struct {
+	AccessActivityLog            *string `json:"access_activity_log"`
+	BillingAddress               *string `json:"billing_address"`
+	CancellationPolicy           *string `json:"cancellation_policy"`
+	CancellationPolicyDisclosure *string `json:"cancellation_policy_disclosure"`
+	CancellationRebuttal         *string `json:"cancellation_rebuttal"`
+	CustomerCommunication        *string `json:"customer_communication"`
+	CustomerEmailAddress         *string `json:"customer_email_address"`
+	CustomerName                 *string `json:"customer_name"`
+	CustomerPurchaseIP           *string `json:"customer_purchase_ip"`
+	CustomerSignature            *string `json:"customer_signature"`
+	DuplicateChargeDocumentation *string `json:"duplicate_charge_documentation"`
+	DuplicateChargeExplanation   *string `json:"duplicate_charge_explanation"`
+	DuplicateChargeID            *string `json:"duplicate_charge_id"`
+	ProductDescription           *string `json:"product_description"`
+	Receipt                      *string `json:"receipt"`
+	RefundPolicy                 *string `json:"refund_policy"`
+	RefundPolicyDisclosure       *string `json:"refund_policy_disclosure"`
+	RefundRefusalExplanation     *string `json:"refund_refusal_explanation"`
+	ServiceDate                  *string `json:"service_date"`
+	ServiceDocumentation         *string `json:"service_documentation"`
+	ShippingAddress              *string `json:"shipping_address"`
+	ShippingCarrier              *string `json:"shipping_carrier"`
+	ShippingDate                 *string `json:"shipping_date"`
+	ShippingDocumentation        *string `json:"shipping_documentation"`
+	ShippingTrackingNumber       *string `json:"shipping_tracking_number"`
+	UncategorizedFile            *string `json:"uncategorized_file"`
+	UncategorizedText            *string `json:"uncategorized_text"`
+}
+
+// disputeEvidenceDetails is the state of the evidence submission: none
+// staged, none submitted. DueBy is null when the network allows no response.
+type disputeEvidenceDetails struct {
+	DueBy           *int64 `json:"due_by"`
+	HasEvidence     bool   `json:"has_evidence"`
+	PastDue         bool   `json:"past_due"`
+	SubmissionCount int64  `json:"submission_count"`
 }
 
 type payout struct {
@@ -132,9 +188,39 @@ type payout struct {
 	Livemode                  bool              `json:"livemode"`
 	Metadata                  map[string]string `json:"metadata"`
 	Method                    string            `json:"method"`
+	ReconciliationStatus      string            `json:"reconciliation_status"`
 	SourceType                string            `json:"source_type"`
 	Status                    string            `json:"status"`
 	Type                      string            `json:"type"`
+}
+
+// MarshalJSON renders the payout. Unless set, reconciliation_status is
+// completed for an automatic payout, whose balance transactions the
+// simulator assigns to it when it is created (GET
+// /v1/balance_transactions?payout= lists them at once), and not_applicable
+// for a manual one, as Stripe reconciles only automatic payouts.
+func (po payout) MarshalJSON() ([]byte, error) {
+	type plain payout
+	p := plain(po)
+	if p.ReconciliationStatus == "" {
+		p.ReconciliationStatus = "not_applicable"
+		if p.Automatic {
+			p.ReconciliationStatus = "completed"
+		}
+	}
+	return marshalObject(p)
+}
+
+// marshalObject encodes v as the event encoder does, without escaping HTML
+// characters (Stripe sends "&" as it is).
+func marshalObject(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
 type customer struct {
