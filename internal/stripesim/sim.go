@@ -509,6 +509,19 @@ func (s *Sim) Cancel(p *Payment) *Payment {
 	return p
 }
 
+// Refunded returns what Stripe says of a payment's charge now: the amount
+// captured and the amount refunded (refunds that failed no longer count),
+// in minor units. It panics on an unknown payment.
+func (s *Sim) Refunded(p *Payment) (captured, refunded int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ch := s.intentLocked(p, "Refunded")
+	if ch == nil {
+		return 0, 0
+	}
+	return ch.AmountCaptured, ch.AmountRefunded
+}
+
 // SetReceiptEmail gives a payment's charge a receipt email after the fact,
 // as a dashboard user or an update of the charge does (Stripe then sends
 // the receipt), emitting charge.updated with the old address in

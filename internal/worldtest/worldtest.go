@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -121,11 +122,13 @@ func (w *World) ApplyAtOnce(t T, events ...stripesim.Event) {
 
 // Snapshot is what the books say about some payments, in a form that
 // compares equal when the books are the same: amounts at their currency's
-// scale, transactions by ref. Times and causing events are left out, since
-// they name which copy of a report arrived first.
+// scale, transactions by ref with the date the money moved, and the email
+// intents with their recipients. The events that caused them are left out,
+// since they name which copy of a report arrived first.
 type Snapshot struct {
 	Payments     map[string]string
 	Transactions []string
+	Emails       []string
 	TrialBalance []string
 }
 
@@ -153,6 +156,13 @@ func (w *World) Snapshot(t T, paymentIDs []string, extraRefs ...string) Snapshot
 		s.Transactions = append(s.Transactions, describe(tx))
 	}
 	sort.Strings(s.Transactions)
+	rows, err := w.Pool.Query(ctx, `
+		SELECT kind || ' ' || object_id || ' to=' || coalesce(recipient, '')
+		FROM email_outbox WHERE payment_id = ANY($1) ORDER BY kind, object_id`, paymentIDs)
+	require.NoError(t, err)
+	emails, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	s.Emails = emails
 	tb, err := ledger.TrialBalance(ctx, w.Pool)
 	require.NoError(t, err)
 	for _, c := range tb.Currencies {
@@ -164,7 +174,7 @@ func (w *World) Snapshot(t T, paymentIDs []string, extraRefs ...string) Snapshot
 
 func describe(tx ledger.Transaction) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s %s payment=%s", tx.Ref, tx.Kind, tx.Currency, tx.PaymentID)
+	fmt.Fprintf(&b, "%s %s %s payment=%s at=%s", tx.Ref, tx.Kind, tx.Currency, tx.PaymentID, tx.OccurredAt.UTC().Format(time.RFC3339))
 	for _, e := range tx.Entries {
 		fmt.Fprintf(&b, " [%s dr=%s cr=%s]", e.Account, ledger.Format(e.Debit, tx.Currency), ledger.Format(e.Credit, tx.Currency))
 	}
