@@ -156,7 +156,7 @@ func TestReconciliationRunThroughTheAPI(t *testing.T) {
 	var adj map[string]any
 	for _, raw := range items {
 		it := raw.(map[string]any)
-		require.Len(t, it, 9, "%v", it)
+		require.Len(t, it, len(reconcile.CSVHeader), "%v", it)
 		for _, k := range reconcile.CSVHeader {
 			require.Contains(t, it, k)
 		}
@@ -165,7 +165,8 @@ func TestReconciliationRunThroughTheAPI(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]any{"status": "missing_in_ledger", "provider_txn_id": other.ID, "source_id": nil, "ref": nil,
-		"type": "adjustment", "currency": "usd", "provider_amount": "3.00", "provider_fee": "0.00", "ledger_amount": nil}, adj)
+		"type": "adjustment", "currency": "usd", "provider_amount": "3.00", "provider_fee": "0.00", "ledger_amount": nil,
+		"presentment_currency": nil, "presentment_amount": nil, "exchange_rate": nil}, adj)
 
 	// The CSV has the same items, in the same order, same columns.
 	csvRec := b.do(t, http.MethodGet, fmt.Sprintf("/v1/reconciliation/runs/%d/items.csv", id), financeTok, "", "")
@@ -173,7 +174,8 @@ func TestReconciliationRunThroughTheAPI(t *testing.T) {
 	require.True(t, strings.HasPrefix(csvRec.Header().Get(echo.HeaderContentType), "text/csv"), csvRec.Header().Get(echo.HeaderContentType))
 	rows, err := csv.NewReader(csvRec.Body).ReadAll()
 	require.NoError(t, err)
-	require.Equal(t, []string{"status", "provider_txn_id", "source_id", "ref", "type", "currency", "provider_amount", "provider_fee", "ledger_amount"}, rows[0])
+	require.Equal(t, []string{"status", "provider_txn_id", "source_id", "ref", "type", "currency", "provider_amount", "provider_fee", "ledger_amount",
+		"presentment_currency", "presentment_amount", "exchange_rate"}, rows[0])
 	require.Len(t, rows, len(items)+1)
 	for i, raw := range items {
 		it := raw.(map[string]any)
@@ -186,7 +188,7 @@ func TestReconciliationRunThroughTheAPI(t *testing.T) {
 	for _, r := range rows[1:] {
 		if r[1] == radar.ID {
 			sawRadar = true
-			require.Equal(t, []string{"fee_posted", radar.ID, "", "stripe:fee:" + radar.ID, "stripe_fee", "usd", "-0.75", "0.00", "-0.75"}, r)
+			require.Equal(t, []string{"fee_posted", radar.ID, "", "stripe:fee:" + radar.ID, "stripe_fee", "usd", "-0.75", "0.00", "-0.75", "", "", ""}, r)
 		}
 	}
 	require.True(t, sawRadar)

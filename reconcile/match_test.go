@@ -81,7 +81,7 @@ func TestCompare(t *testing.T) {
 	tx := capture("stripe:charge:ch_1:capture", "usd", "100.00")
 	it := reconcile.Compare(main, &tx)
 	require.Equal(t, reconcile.StatusMatched, it.Status)
-	require.Equal(t, []string{"matched", "txn_1", "ch_1", "stripe:charge:ch_1:capture", "charge", "usd", "100.00", "3.20", "100.00"}, it.Record())
+	require.Equal(t, []string{"matched", "txn_1", "ch_1", "stripe:charge:ch_1:capture", "charge", "usd", "100.00", "3.20", "100.00", "", "", ""}, it.Record())
 
 	wrong := capture("stripe:charge:ch_1:capture", "usd", "99.99")
 	require.Equal(t, reconcile.StatusAmountMismatch, reconcile.Compare(main, &wrong).Status)
@@ -101,12 +101,12 @@ func TestCompare(t *testing.T) {
 	refund := ledger.NewRefund("stripe:refund:re_1", "pi_1", "evt_2", "jpy", decimal.RequireFromString("500"), t0)
 	it = reconcile.Compare(reconcile.Lines(rbt)[0], &refund)
 	require.Equal(t, reconcile.StatusMatched, it.Status)
-	require.Equal(t, []string{"-500", "0", "-500"}, it.Record()[6:])
+	require.Equal(t, []string{"-500", "0", "-500"}, it.Record()[6:9])
 
 	// Three-decimal currencies keep their scale.
 	kbt := reconcile.BalanceTransaction{ID: "txn_3", Type: "charge", ReportingCategory: "charge", SourceID: "ch_k", Currency: "kwd", Amount: 1234, Fee: 5, Created: t0}
 	ktx := capture("stripe:charge:ch_k:capture", "kwd", "1.234")
-	require.Equal(t, []string{"1.234", "0.005", "1.234"}, reconcile.Compare(reconcile.Lines(kbt)[0], &ktx).Record()[6:])
+	require.Equal(t, []string{"1.234", "0.005", "1.234"}, reconcile.Compare(reconcile.Lines(kbt)[0], &ktx).Record()[6:9])
 }
 
 func TestFeeTransaction(t *testing.T) {
@@ -190,9 +190,10 @@ func TestWriteCSV(t *testing.T) {
 	rows, err := csv.NewReader(&buf).ReadAll()
 	require.NoError(t, err)
 	require.Equal(t, [][]string{
-		{"status", "provider_txn_id", "source_id", "ref", "type", "currency", "provider_amount", "provider_fee", "ledger_amount"},
-		{"fee_posted", "txn_1", "ch_1", "stripe:fee:txn_1", "fee", "usd", "-3.20", "", "-3.20"},
-		{"missing_in_ledger", "txn_2", "", "", "adjustment", "usd", "-3.20", "-3.20", ""},
+		{"status", "provider_txn_id", "source_id", "ref", "type", "currency", "provider_amount", "provider_fee", "ledger_amount",
+			"presentment_currency", "presentment_amount", "exchange_rate"},
+		{"fee_posted", "txn_1", "ch_1", "stripe:fee:txn_1", "fee", "usd", "-3.20", "", "-3.20", "", "", ""},
+		{"missing_in_ledger", "txn_2", "", "", "adjustment", "usd", "-3.20", "-3.20", "", "", "", ""},
 	}, rows)
 }
 

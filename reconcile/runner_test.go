@@ -170,10 +170,10 @@ func TestScriptedDayProducesEveryStatus(t *testing.T) {
 
 	cap1 := find(t, items, byRef("stripe:charge:"+p1.ChargeID+":capture"))
 	require.Equal(t, []string{"matched", p1.BalanceTransactionID, p1.ChargeID, "stripe:charge:" + p1.ChargeID + ":capture",
-		"charge", "usd", "100.00", "3.20", "100.00"}, cap1.Record())
+		"charge", "usd", "100.00", "3.20", "100.00", "", "", ""}, cap1.Record())
 	fee1 := find(t, items, byRef("stripe:fee:"+p1.BalanceTransactionID))
 	require.Equal(t, []string{"fee_posted", p1.BalanceTransactionID, p1.ChargeID, "stripe:fee:" + p1.BalanceTransactionID,
-		"fee", "usd", "-3.20", "", "-3.20"}, fee1.Record())
+		"fee", "usd", "-3.20", "", "-3.20", "", "", ""}, fee1.Record())
 	require.Equal(t, []string{"matched", "-20.00", "-20.00"}, pick(find(t, items, byRef("stripe:refund:"+r2.ID)).Record(), 0, 6, 8))
 	require.Equal(t, []string{"matched", "30.00", "30.00"}, pick(find(t, items, byRef("stripe:refund:"+r4.ID+":reversal")).Record(), 0, 6, 8))
 	require.Equal(t, []string{"matched", "-70.00", "15.00", "-70.00"}, pick(find(t, items, byRef("stripe:dispute:"+dp.ID+":withdrawal")).Record(), 0, 6, 7, 8))
