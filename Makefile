@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: build run test test-short vet fmt db db-stop tools bench reliability fuzz
+.PHONY: build run test test-short vet fmt db db-stop tools bench reliability fuzz soak
 
 build:
 	$(GO) build -o bin/paygate ./cmd/paygate
@@ -29,6 +29,12 @@ bench:
 # prints the total-queue table (docs/reliability.md). About eight minutes.
 reliability:
 	@scripts/reliability.sh
+
+# The whole-system order property for SOAK_CHECKS cases (default 3000; make
+# test runs rapid's default of 100): every case a random lifecycle with time
+# passing, shuffled and duplicated, against Stripe's own totals.
+soak:
+	@scripts/soak.sh
 
 # Every fuzz target for FUZZTIME (default 30s) each.
 fuzz:
