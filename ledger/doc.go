@@ -41,6 +41,7 @@
 //	refunds             contra-revenue money given back to customers
 //	dispute_losses      expense        money withdrawn by disputes
 //	fees                expense        the provider's fees
+//	fx_clearing         clearing       conversions into the settlement currency, in both currencies
 //
 // An account's balance is debits − credits: positive for assets and
 // expenses in the normal case, negative for revenue.
@@ -66,4 +67,13 @@
 //
 // A refund that fails after succeeding keeps its refund transaction and gains
 // a refund_reversal; whichever report arrives first, both end up posted once.
+//
+// # Settlement in another currency
+//
+// A movement the provider books in its balance in another currency than the
+// one it was presented in is converted by two adjustments (NewSettlement),
+// one per currency and each balanced in its own: the presentment amount
+// leaves provider_balance for fx_clearing, the settlement amount enters
+// provider_balance from fx_clearing, both with the provider's ExchangeRate.
+// provider_balance then holds each currency as the provider's balance does.
 package ledger
