@@ -12,13 +12,15 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Action is what an operator did to an event; it is stored in the audit log.
+// Action is what an operator (or the sweeper, on its own) did to an event;
+// it is stored in the audit log.
 type Action string
 
 const (
 	ActionReplay     Action = "replay"      // one event replayed
 	ActionBulkReplay Action = "bulk_replay" // one event of a replay by filter
 	ActionDiscard    Action = "discard"     // one event set aside, with a reason
+	ActionSweep      Action = "sweep"       // one event whose job vanished, re-enqueued by the sweeper
 )
 
 // Operation says who acts and why. Every operator action records it in the

@@ -168,13 +168,14 @@ type Key struct {
 
 // ReplayTx sets an event, whatever its status, back to received so that
 // processing runs again; attempts and the last error are kept (attempts keep
-// counting across replays). The caller enqueues the processing job in the
-// same tx.
+// counting across replays) and the time of the replay is noted, so that
+// the sweeper gives the new job a minute before calling the event
+// stranded. The caller enqueues the processing job in the same tx.
 //
 // It fails with ErrNotFound.
 func ReplayTx(ctx context.Context, tx pgx.Tx, provider, eventID string) (Event, error) {
 	e, err := scan(tx.QueryRow(ctx, `
-		UPDATE inbox_events SET status = 'received', processed_at = NULL
+		UPDATE inbox_events SET status = 'received', processed_at = NULL, requeued_at = now()
 		WHERE provider = $1 AND event_id = $2
 		RETURNING `+columns, provider, eventID))
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -190,7 +191,7 @@ func ReplayMatchingTx(ctx context.Context, tx pgx.Tx, f Filter) ([]Key, error) {
 	cond, args := f.where(nil)
 	rows, err := tx.Query(ctx, `
 		WITH replayed AS (
-			UPDATE inbox_events SET status = 'received', processed_at = NULL
+			UPDATE inbox_events SET status = 'received', processed_at = NULL, requeued_at = now()
 			WHERE id IN (SELECT id FROM inbox_events WHERE `+cond+` ORDER BY id FOR UPDATE)
 			RETURNING id, provider, event_id)
 		SELECT provider, event_id FROM replayed ORDER BY id`, args...)

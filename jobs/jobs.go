@@ -78,7 +78,8 @@ type Config struct {
 	// new jobs (River's defaults when zero); tests shorten them.
 	FetchCooldown     time.Duration
 	FetchPollInterval time.Duration
-	// Registerer, when set, gets the metrics of applying events.
+	// Registerer, when set, gets the metrics of applying events and of the
+	// inbox sweeper.
 	Registerer prometheus.Registerer
 	// InsertOnly builds a client that inserts but works no jobs.
 	InsertOnly bool
@@ -114,8 +115,9 @@ const eventsFetchCooldown = 2 * time.Millisecond
 
 // Client is the River client with paygate's insert helpers.
 type Client struct {
-	River  *river.Client[pgx.Tx]
-	config Config
+	River   *river.Client[pgx.Tx]
+	config  Config
+	sweeper *sweeper
 }
 
 // NewClient builds the River client with every paygate worker registered.
@@ -129,11 +131,13 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	}
 	river.AddWorker(workers, emailWorker)
 	river.AddWorker(workers, &IdempotencyPurgeWorker{Pool: pool})
+	sweeper := newSweeper(pool, config)
+	river.AddWorker(workers, &InboxSweepWorker{sweeper: sweeper})
 	var periodic []*river.PeriodicJob
 	if config.Register != nil {
 		periodic = config.Register(workers)
 	}
-	periodic = append(periodic, idempotencyPurgePeriodic())
+	periodic = append(periodic, idempotencyPurgePeriodic(), inboxSweepPeriodic())
 	rc := &river.Config{
 		Logger:               config.Logger,
 		JobTimeout:           config.JobTimeout,
@@ -154,7 +158,7 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	return &Client{River: client, config: config}, nil
+	return &Client{River: client, config: config, sweeper: sweeper}, nil
 }
 
 // InsertProcessEventTx enqueues processing of one inbox event in tx.

@@ -88,7 +88,7 @@ func (w *ProcessEventWorker) Work(ctx context.Context, job *river.Job[ProcessEve
 	if permanent || exhausted {
 		status = inbox.StatusPoison
 	}
-	if markErr := w.recordFailure(ctx, job.Args, status, err); markErr != nil {
+	if markErr := w.recordFailure(ctx, job, status, err); markErr != nil {
 		w.logger.ErrorContext(ctx, "record event failure", "event_id", job.Args.EventID, "error", markErr)
 		if status == inbox.StatusPoison {
 			// Ending the job now (cancelled, or discarded when out of
@@ -122,10 +122,12 @@ func isPermanentLedgerError(err error) bool {
 	return false
 }
 
-// recordFailure counts the attempt and keeps its error on the inbox row, in a
+// recordFailure counts the attempt and keeps its error on the inbox row and
+// in the event's attempt history (which outlives River's job row), in a
 // transaction of its own since the processing one rolled back.
-func (w *ProcessEventWorker) recordFailure(ctx context.Context, args ProcessEventArgs, status inbox.Status, cause error) error {
+func (w *ProcessEventWorker) recordFailure(ctx context.Context, job *river.Job[ProcessEventArgs], status inbox.Status, cause error) error {
 	ctx = context.WithoutCancel(ctx)
+	args := job.Args
 	return pgx.BeginFunc(ctx, w.applier.pool, func(tx pgx.Tx) error {
 		ev, err := inbox.LockTx(ctx, tx, args.Provider, args.EventID)
 		if err != nil {
@@ -135,6 +137,12 @@ func (w *ProcessEventWorker) recordFailure(ctx context.Context, args ProcessEven
 			status = inbox.StatusDiscarded // an operator's decision stands
 		}
 		if err := inbox.SetStatusTx(ctx, tx, args.Provider, args.EventID, status, cause.Error(), true); err != nil {
+			return err
+		}
+		if err := inbox.RecordAttemptTx(ctx, tx, inbox.Attempt{
+			Key:   inbox.Key{Provider: args.Provider, EventID: args.EventID},
+			JobID: job.ID, Attempt: job.Attempt, Error: cause.Error(),
+		}); err != nil {
 			return err
 		}
 		if status != inbox.StatusPoison {

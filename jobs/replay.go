@@ -117,8 +117,7 @@ func (c *Client) DiscardEventTx(ctx context.Context, tx pgx.Tx, provider, eventI
 	return ev, nil
 }
 
-// AttemptError is one failed attempt of an event's processing, from River's
-// job rows.
+// AttemptError is one failed attempt of an event's processing.
 type AttemptError struct {
 	JobID int64
 	rivertype.AttemptError
@@ -127,10 +126,33 @@ type AttemptError struct {
 // AttemptErrors returns every failed attempt of the process_event jobs of
 // the given events (all their jobs, replays included), oldest first, keyed
 // by event id. Events without a failed attempt are absent.
+//
+// The history is the inbox's own (inbox.Attempts), written with each
+// failure, so it outlives River's job rows. River's record on the job rows
+// still there adds the attempts the inbox has no entry for: those failed
+// before the history was kept, and those whose failure could not be
+// recorded (the database refused, or River itself ended the attempt).
 func AttemptErrors(ctx context.Context, q inbox.Querier, provider string, eventIDs []string) (map[string][]AttemptError, error) {
 	out := map[string][]AttemptError{}
 	if len(eventIDs) == 0 {
 		return out, nil
+	}
+	type attemptKey struct {
+		jobID   int64
+		attempt int
+	}
+	recorded := map[attemptKey]bool{}
+	kept, err := inbox.Attempts(ctx, q, provider, eventIDs)
+	if err != nil {
+		return nil, err
+	}
+	for id, attempts := range kept {
+		for _, a := range attempts {
+			recorded[attemptKey{a.JobID, a.Attempt}] = true
+			out[id] = append(out[id], AttemptError{JobID: a.JobID, AttemptError: rivertype.AttemptError{
+				At: a.At, Attempt: a.Attempt, Error: a.Error,
+			}})
+		}
 	}
 	rows, err := q.Query(ctx, `
 		SELECT j.args->>'event_id', j.id, e
@@ -152,6 +174,9 @@ func AttemptErrors(ctx context.Context, q inbox.Querier, provider string, eventI
 		if err := json.Unmarshal(raw, &ae.AttemptError); err != nil {
 			return nil, fmt.Errorf("decode attempt error of job %d: %w", jobID, err)
 		}
+		if recorded[attemptKey{jobID, ae.Attempt}] {
+			continue
+		}
 		out[eventID] = append(out[eventID], ae)
 	}
 	if err := rows.Err(); err != nil {
@@ -162,7 +187,10 @@ func AttemptErrors(ctx context.Context, q inbox.Querier, provider string, eventI
 			if !errs[i].At.Equal(errs[j].At) {
 				return errs[i].At.Before(errs[j].At)
 			}
-			return errs[i].JobID < errs[j].JobID
+			if errs[i].JobID != errs[j].JobID {
+				return errs[i].JobID < errs[j].JobID
+			}
+			return errs[i].Attempt < errs[j].Attempt
 		})
 	}
 	return out, nil

@@ -1,0 +1,225 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/paygate/paygate/inbox"
+)
+
+// The sweeper keeps invariant 7's promise that nothing is stranded. An
+// event is "in flight" only while it has a live process_event job; a job
+// can vanish while its event is still received (deleted in River UI,
+// cancelled by hand, removed by River's retention), and nothing else would
+// ever look at the event again. The sweeper finds those events and gives
+// each a new job.
+const (
+	// SweepAfter is how long an event stays received without a live job
+	// before the sweeper calls it stranded, counted from its arrival or its
+	// last replay or sweep (inbox_events.requeued_at). The ingest path and
+	// replays commit an event's status and its job together, so an event
+	// without a job is stranded at once; the minute is a margin, not a
+	// guess at how long jobs take.
+	SweepAfter = time.Minute
+	// SweepActor is the audit log's actor for the sweeper's re-enqueues.
+	SweepActor = "sweeper"
+
+	// sweepInterval is how often the sweep runs. An event whose job
+	// vanished waits at most SweepAfter + sweepInterval before a new job
+	// is enqueued.
+	sweepInterval = 30 * time.Second
+	// sweepBatch bounds one sweep transaction; a run takes up to
+	// sweepMaxBatches of them.
+	sweepBatch      = 1000
+	sweepMaxBatches = 10
+	// sweepLockKey makes sweeps take turns (after a leader change, two may
+	// run at once); an arbitrary constant of ours.
+	sweepLockKey = 7_236_000_003
+)
+
+// liveJobStates are the states of a job River will still work.
+var liveJobStates = []rivertype.JobState{
+	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
+	rivertype.JobStateRunning, rivertype.JobStateScheduled,
+}
+
+// InboxSweepArgs asks for one sweep of the inbox for stranded events.
+type InboxSweepArgs struct{}
+
+// Kind is stored in the database: never change it.
+func (InboxSweepArgs) Kind() string { return "inbox_sweep" }
+
+// InsertOpts puts the sweep on the events queue (many workers, short jobs:
+// a long reconciliation on the maintenance queue never delays it), at most
+// once per interval however many leaders come and go. A failed sweep is not
+// retried: the next one comes soon.
+func (InboxSweepArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueEvents, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: sweepInterval}}
+}
+
+// InboxSweepWorker runs the sweep.
+type InboxSweepWorker struct {
+	river.WorkerDefaults[InboxSweepArgs]
+	sweeper *sweeper
+}
+
+// Work implements river.Worker.
+func (w *InboxSweepWorker) Work(ctx context.Context, _ *river.Job[InboxSweepArgs]) error {
+	rc, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return err
+	}
+	_, err = w.sweeper.sweep(ctx, rc)
+	return err
+}
+
+func inboxSweepPeriodic() *river.PeriodicJob {
+	return river.NewPeriodicJob(river.PeriodicInterval(sweepInterval),
+		func() (river.JobArgs, *river.InsertOpts) { return InboxSweepArgs{}, nil },
+		&river.PeriodicJobOpts{ID: "inbox_sweep", RunOnStart: true})
+}
+
+// SweepInbox runs one sweep now, as the periodic inbox_sweep job does, and
+// returns how many events it re-enqueued.
+func (c *Client) SweepInbox(ctx context.Context) (int, error) {
+	return c.sweeper.sweep(ctx, c.River)
+}
+
+type sweeper struct {
+	pool        *pgxpool.Pool
+	maxAttempts int
+	logger      *slog.Logger
+	swept       prometheus.Counter
+}
+
+func newSweeper(pool *pgxpool.Pool, config Config) *sweeper {
+	s := &sweeper{
+		pool:        pool,
+		maxAttempts: config.ProcessMaxAttempts,
+		logger:      config.Logger,
+		swept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paygate_inbox_swept_total",
+			Help: "Inbox events found received with no live process_event job and re-enqueued by the sweeper.",
+		}),
+	}
+	if config.Registerer != nil {
+		config.Registerer.MustRegister(s.swept)
+	}
+	return s
+}
+
+func (s *sweeper) sweep(ctx context.Context, rc *river.Client[pgx.Tx]) (int, error) {
+	total := 0
+	for range sweepMaxBatches {
+		found, swept, err := s.sweepBatch(ctx, rc)
+		total += swept
+		if err != nil || found < sweepBatch {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// sweepStranded selects the stranded events (received, older than $1
+// seconds by arrival and by last requeue, no live job of kind $3), at most
+// $2 of them, oldest first, and notes that they are requeued now. The rows
+// are locked, skipping any another transaction holds (a worker recording a
+// failure, an operator replaying or discarding): that event is looked at
+// again next time. A row changed by a transaction that committed after this
+// statement began is checked again in its new version, so an event replayed
+// meanwhile (requeued_at just now) is left to its new job.
+//
+// The received set is found through inbox_events_status_idx and the live
+// jobs through River's state-led index; both are small next to the whole
+// inbox and job table.
+const sweepStranded = `
+	WITH stranded AS (
+		SELECT e.id FROM inbox_events e
+		WHERE e.status = 'received'
+		  AND e.received_at < now() - $1 * interval '1 second'
+		  AND (e.requeued_at IS NULL OR e.requeued_at < now() - $1 * interval '1 second')
+		  AND NOT EXISTS (
+			SELECT FROM river_job j
+			WHERE j.kind = $3
+			  AND j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
+			  AND j.args->>'provider' = e.provider AND j.args->>'event_id' = e.event_id)
+		ORDER BY e.received_at, e.id
+		LIMIT $2
+		FOR UPDATE OF e SKIP LOCKED)
+	UPDATE inbox_events e SET requeued_at = now()
+	FROM stranded s WHERE e.id = s.id
+	RETURNING e.provider, e.event_id`
+
+// sweepBatch re-enqueues up to sweepBatch stranded events in one
+// transaction: their requeue time, their jobs and their audit entries
+// commit together. It returns how many stranded events it found and how
+// many it gave a job.
+//
+// Whether an event needs a job is decided by the database, never by a read
+// followed by a write another instance could interleave with: sweeps take
+// turns on a transaction-level advisory lock (one that finds it taken does
+// nothing: the other is sweeping), and the jobs are unique by args among
+// live jobs, so even two sweeps that did overlap could not give an event
+// two.
+func (s *sweeper) sweepBatch(ctx context.Context, rc *river.Client[pgx.Tx]) (found, swept int, err error) {
+	var requeued []inbox.Key
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var ours bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, sweepLockKey).Scan(&ours); err != nil {
+			return fmt.Errorf("take sweep lock: %w", err)
+		}
+		if !ours {
+			return nil
+		}
+		rows, err := tx.Query(ctx, sweepStranded, SweepAfter.Seconds(), sweepBatch, ProcessEventArgs{}.Kind())
+		if err != nil {
+			return fmt.Errorf("find stranded events: %w", err)
+		}
+		keys, err := pgx.CollectRows(rows, pgx.RowToStructByPos[inbox.Key])
+		if err != nil {
+			return fmt.Errorf("find stranded events: %w", err)
+		}
+		found = len(keys)
+		if found == 0 {
+			return nil
+		}
+		params := make([]river.InsertManyParams, len(keys))
+		for i, k := range keys {
+			params[i] = river.InsertManyParams{
+				Args: ProcessEventArgs{Provider: k.Provider, EventID: k.EventID},
+				InsertOpts: &river.InsertOpts{
+					MaxAttempts: s.maxAttempts,
+					UniqueOpts:  river.UniqueOpts{ByArgs: true, ByState: liveJobStates},
+				},
+			}
+		}
+		results, err := rc.InsertManyTx(ctx, tx, params)
+		if err != nil {
+			return fmt.Errorf("enqueue %d stranded events: %w", len(keys), err)
+		}
+		for i, r := range results {
+			if !r.UniqueSkippedAsDuplicate {
+				requeued = append(requeued, keys[i])
+			}
+		}
+		return inbox.AppendAuditTx(ctx, tx, inbox.ActionSweep,
+			inbox.Operation{Actor: SweepActor, Reason: "received with no live process_event job"}, requeued...)
+	})
+	if err != nil {
+		return found, 0, fmt.Errorf("sweep inbox: %w", err)
+	}
+	if len(requeued) > 0 {
+		s.swept.Add(float64(len(requeued)))
+		s.logger.WarnContext(ctx, "re-enqueued stranded inbox events", "count", len(requeued),
+			"first_event_id", requeued[0].EventID)
+	}
+	return found, len(requeued), nil
+}
