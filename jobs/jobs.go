@@ -147,6 +147,13 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 		FetchCooldown:        config.FetchCooldown,
 		FetchPollInterval:    config.FetchPollInterval,
 	}
+	if !config.InsertOnly && !mayReindex(pool) {
+		// River's nightly REINDEX needs the job table's owner; as the app
+		// role it would only log an error every night.
+		config.Logger.Info("River's reindexer is off: the database role does not own river_job; " +
+			"its owner may run REINDEX TABLE CONCURRENTLY river_job when its indexes bloat")
+		rc.ReindexerIndexNames = []string{}
+	}
 	if !config.InsertOnly {
 		rc.Queues = map[string]river.QueueConfig{
 			QueueEvents:      {MaxWorkers: config.EventWorkers, FetchCooldown: eventsFetchCooldown},
@@ -159,6 +166,20 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	return &Client{River: client, config: config, sweeper: sweeper}, nil
+}
+
+// mayReindex reports whether the pool's role may reindex River's job table:
+// its owner, a member of the owner's role, or a superuser. Not the case for
+// migrations.AppRole, which owns nothing. When the answer cannot be had
+// (River's tables are not there yet, the database is slow), River keeps
+// its default.
+func mayReindex(pool *pgxpool.Pool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var may bool
+	err := pool.QueryRow(ctx, `SELECT pg_has_role(current_user, relowner, 'USAGE')
+		FROM pg_class WHERE oid = to_regclass('river_job')`).Scan(&may)
+	return err != nil || may
 }
 
 // InsertProcessEventTx enqueues processing of one inbox event in tx.

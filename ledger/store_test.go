@@ -393,26 +393,59 @@ func TestTrialBalance(t *testing.T) {
 	require.ErrorIs(t, err, ledger.ErrUnknownCurrency)
 }
 
-// Balanced must be able to say false: with triggers disabled (a superuser's
-// session_replication_role = replica, the one way around them) an
-// unbalanced pair gets in, and the trial balance shows it.
+// Balanced must be able to say false, and the ledger's triggers must not
+// be a matter of manners. A superuser's session_replication_role = replica
+// skips ordinary triggers; the ledger's are ENABLE ALWAYS, so in replica
+// mode an entry added to a posted transaction is still refused at commit
+// and every UPDATE, DELETE and TRUNCATE still refused. What is left is the
+// tables' owner disabling a trigger by name (which paygate_app, the role
+// serve runs as, cannot do): that tampering gets in, and the trial balance
+// shows it.
 func TestTrialBalanceShowsTampering(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.mustPost(t, ledger.NewCapture("c1", "pi_1", "e", "usd", d("100.00"), t0))
+	const tamper = `INSERT INTO ledger_entries (transaction_id, account, currency, debit)
+		SELECT id, 'fees', 'usd', 1.00 FROM ledger_transactions WHERE ref = 'c1'`
 
 	conn, err := b.pool.Acquire(b.ctx)
 	require.NoError(t, err)
 	defer conn.Release()
 	_, err = conn.Exec(b.ctx, `SET session_replication_role = replica`)
 	require.NoError(t, err)
-	_, err = conn.Exec(b.ctx, `INSERT INTO ledger_entries (transaction_id, account, currency, debit)
-		SELECT id, 'fees', 'usd', 1.00 FROM ledger_transactions WHERE ref = 'c1'`)
-	require.NoError(t, err)
+	_, err = conn.Exec(b.ctx, tamper)
+	requirePgError(t, err, "23514", "ledger_transaction_entries")
+	for _, stmt := range []string{
+		`UPDATE ledger_entries SET debit = debit * 2 WHERE debit > 0`,
+		`UPDATE ledger_transactions SET event_id = 'evt_forged'`,
+		`DELETE FROM ledger_entries`,
+		`DELETE FROM ledger_transactions`,
+		`TRUNCATE ledger_entries, ledger_transactions`,
+	} {
+		_, err = conn.Exec(b.ctx, stmt)
+		requirePgError(t, err, "23000", "ledger_append_only")
+	}
 	_, err = conn.Exec(b.ctx, `RESET session_replication_role`)
 	require.NoError(t, err)
-
 	tb, err := ledger.TrialBalance(b.ctx, b.pool)
+	require.NoError(t, err)
+	require.True(t, tb.Currencies[0].Balanced, "replica mode changed nothing")
+
+	err = pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+		for _, stmt := range []string{
+			`ALTER TABLE ledger_entries DISABLE TRIGGER ledger_entries_balanced`,
+			tamper,
+			`ALTER TABLE ledger_entries ENABLE ALWAYS TRIGGER ledger_entries_balanced`,
+		} {
+			if _, err := tx.Exec(b.ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+
+	tb, err = ledger.TrialBalance(b.ctx, b.pool)
 	require.NoError(t, err)
 	require.Len(t, tb.Currencies, 1)
 	require.False(t, tb.Currencies[0].Balanced)

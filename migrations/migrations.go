@@ -83,8 +83,17 @@ func Latest() string {
 	return fs[len(fs)-1].Version
 }
 
+// AppRole is the least-privileged role `paygate serve` logs in as: it
+// reads and appends to the ledger and the audit log but may not update,
+// delete or truncate them, and owns nothing (so it cannot disable a
+// trigger). Migrate creates it when the cluster has none, without a
+// password, and grants it what serve needs; migrations themselves run as
+// the tables' owner.
+const AppRole = "paygate_app"
+
 // Migrate applies River's migrations, then every embedded file not yet
-// applied. It is safe to run twice and from several processes at once.
+// applied, then grants AppRole its privileges on every table (River's
+// included). It is safe to run twice and from several processes at once.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -116,6 +125,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 		if err := applyOne(ctx, conn.Conn(), f, logger); err != nil {
 			return err
 		}
+	}
+	// Last, so that every table is there, River's and any created by a
+	// migration since the role's (0008_app_role.sql).
+	if _, err := conn.Exec(ctx, `SELECT paygate_grant_app()`); err != nil {
+		return fmt.Errorf("grant %s: %w", AppRole, err)
 	}
 	return nil
 }

@@ -2,8 +2,15 @@
 # make run: a database (see scripts/db.sh), migrations, development defaults,
 # then `paygate serve` in the foreground. Every default can be overridden
 # from the environment.
+#
+# Migrations run as the database's owner; serve runs as paygate_app, the
+# least-privileged role `paygate migrate` creates (README, "Database
+# roles"): the local servers db.sh finds or starts trust local connections,
+# so it logs in without a password. A DATABASE_URL of your own is used as
+# given for both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+own_url="${DATABASE_URL:-}"
 DATABASE_URL="$(scripts/db.sh paygate)"
 export DATABASE_URL
 export PAYGATE_ADDR="${PAYGATE_ADDR:-127.0.0.1:8080}"
@@ -14,12 +21,15 @@ export PAYGATE_FINANCE_TOKENS="${PAYGATE_FINANCE_TOKENS:-dev-finance-token}"
 [[ -x scripts/dev-services.sh ]] && source scripts/dev-services.sh
 
 bin/paygate migrate
+if [[ -z "$own_url" ]]; then
+  DATABASE_URL="${DATABASE_URL/\/\/postgres@/\/\/paygate_app@}"
+fi
 secret="${PAYGATE_STRIPE_WEBHOOK_SECRETS%%,*}"
 ops="${PAYGATE_OPS_TOKENS%%,*}"
 cat <<MSG
 
 paygate (development) on http://$PAYGATE_ADDR
-  database        $(sed -E 's#//[^@]*@#//#' <<<"$DATABASE_URL")
+  database        $(sed -E 's#//([^:@]*)(:[^@]*)?@#//\1@#' <<<"$DATABASE_URL")
   webhook secret  $secret
   ops token       $ops      finance token  ${PAYGATE_FINANCE_TOKENS%%,*}
 
