@@ -1,0 +1,500 @@
+package strictjson
+
+import (
+	"encoding"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// scanner is the validation pass over the raw bytes: it walks one JSON
+// value, checks its text, keys and limits, and, where the target type is
+// known, that every key names a field exactly. It builds nothing but the
+// keys of the object it is in.
+type scanner struct {
+	data  []byte
+	pos   int
+	depth int
+	opts  *Opts
+}
+
+func (s *scanner) fail(err error, format string, args ...any) error {
+	if format == "" {
+		return fmt.Errorf("%w at byte %d", err, s.pos)
+	}
+	return fmt.Errorf("%w at byte %d: %s", err, s.pos, fmt.Sprintf(format, args...))
+}
+
+// document checks that data is exactly one value, whitespace around it.
+func (s *scanner) document(t reflect.Type) error {
+	s.space()
+	if s.pos == len(s.data) {
+		return s.fail(ErrSyntax, "no JSON value")
+	}
+	if err := s.value(target(t)); err != nil {
+		return err
+	}
+	s.space()
+	if s.pos != len(s.data) {
+		return s.fail(ErrSyntax, "data after the JSON value")
+	}
+	return nil
+}
+
+func (s *scanner) space() {
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+// value checks the value at pos; t is what it decodes into, nil when that
+// is not a type whose fields we match (any, a json.Unmarshaler…).
+func (s *scanner) value(t reflect.Type) error {
+	if s.pos == len(s.data) {
+		return s.fail(ErrSyntax, "unexpected end of JSON")
+	}
+	switch c := s.data[s.pos]; {
+	case c == '{':
+		return s.object(t)
+	case c == '[':
+		return s.array(t)
+	case c == '"':
+		_, err := s.str(false)
+		return err
+	case c == '-' || ('0' <= c && c <= '9'):
+		return s.number()
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	default:
+		return s.fail(ErrSyntax, "unexpected character %q", c)
+	}
+}
+
+func (s *scanner) literal(word string) error {
+	if !strings.HasPrefix(string(s.data[s.pos:min(len(s.data), s.pos+len(word))]), word) {
+		return s.fail(ErrSyntax, "invalid literal")
+	}
+	s.pos += len(word)
+	return nil
+}
+
+func (s *scanner) enter() error {
+	s.depth++
+	if s.depth > MaxDepth {
+		return s.fail(ErrTooDeep, "more than %d levels", MaxDepth)
+	}
+	return nil
+}
+
+func (s *scanner) object(t reflect.Type) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	s.pos++ // {
+	var fields *structFields
+	var elem reflect.Type
+	if t != nil {
+		switch t.Kind() {
+		case reflect.Struct:
+			fields = fieldsOf(t)
+		case reflect.Map:
+			elem = target(t.Elem())
+		}
+	}
+	var seen keySet
+	s.space()
+	if s.pos < len(s.data) && s.data[s.pos] == '}' {
+		s.pos++
+		s.depth--
+		return nil
+	}
+	for {
+		s.space()
+		if s.pos == len(s.data) || s.data[s.pos] != '"' {
+			return s.fail(ErrSyntax, "expected a string key")
+		}
+		keyAt := s.pos
+		key, err := s.str(true)
+		if err != nil {
+			return err
+		}
+		if !seen.add(key) {
+			s.pos = keyAt
+			return s.fail(ErrDuplicateKey, "%s", quote(key))
+		}
+		child := elem
+		if fields != nil {
+			if ft, ok := fields.exact[key]; ok {
+				child = ft
+			} else if name, ok := fields.folds(key); ok {
+				s.pos = keyAt
+				return s.fail(ErrKeyCase, "%s is not the field %s", quote(key), quote(name))
+			} else if s.opts.DisallowUnknownFields {
+				s.pos = keyAt
+				return s.fail(ErrUnknownField, "%s", quote(key))
+			}
+		}
+		s.space()
+		if s.pos == len(s.data) || s.data[s.pos] != ':' {
+			return s.fail(ErrSyntax, "expected ':' after an object key")
+		}
+		s.pos++
+		s.space()
+		if err := s.value(child); err != nil {
+			return err
+		}
+		s.space()
+		if s.pos == len(s.data) {
+			return s.fail(ErrSyntax, "unexpected end of JSON in an object")
+		}
+		switch s.data[s.pos] {
+		case ',':
+			s.pos++
+		case '}':
+			s.pos++
+			s.depth--
+			return nil
+		default:
+			return s.fail(ErrSyntax, "expected ',' or '}' in an object")
+		}
+	}
+}
+
+func (s *scanner) array(t reflect.Type) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	s.pos++ // [
+	var elem reflect.Type
+	if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+		elem = target(t.Elem())
+	}
+	s.space()
+	if s.pos < len(s.data) && s.data[s.pos] == ']' {
+		s.pos++
+		s.depth--
+		return nil
+	}
+	for {
+		s.space()
+		if err := s.value(elem); err != nil {
+			return err
+		}
+		s.space()
+		if s.pos == len(s.data) {
+			return s.fail(ErrSyntax, "unexpected end of JSON in an array")
+		}
+		switch s.data[s.pos] {
+		case ',':
+			s.pos++
+		case ']':
+			s.pos++
+			s.depth--
+			return nil
+		default:
+			return s.fail(ErrSyntax, "expected ',' or ']' in an array")
+		}
+	}
+}
+
+// str checks the string at pos and, when decode, returns its text.
+func (s *scanner) str(decode bool) (string, error) {
+	s.pos++ // "
+	var b []byte
+	start := s.pos // of the run of bytes not yet copied to b
+	for {
+		if s.pos == len(s.data) {
+			return "", s.fail(ErrSyntax, "unterminated string")
+		}
+		c := s.data[s.pos]
+		switch {
+		case c == '"':
+			if decode {
+				b = append(b, s.data[start:s.pos]...)
+			}
+			s.pos++
+			return string(b), nil
+		case c < 0x20:
+			return "", s.fail(ErrSyntax, "control character in a string")
+		case c == '\\':
+			if decode {
+				b = append(b, s.data[start:s.pos]...)
+			}
+			r, err := s.escape()
+			if err != nil {
+				return "", err
+			}
+			if decode {
+				b = utf8.AppendRune(b, r)
+			}
+			start = s.pos
+		case c < utf8.RuneSelf:
+			s.pos++
+		default:
+			r, n := utf8.DecodeRune(s.data[s.pos:])
+			if r == utf8.RuneError && n == 1 {
+				return "", s.fail(ErrInvalidUTF8, "")
+			}
+			s.pos += n
+		}
+	}
+}
+
+// escape reads one escape sequence at pos (a backslash) and returns its
+// character, joining a surrogate pair.
+func (s *scanner) escape() (rune, error) {
+	if s.pos+1 >= len(s.data) {
+		return 0, s.fail(ErrSyntax, "unterminated escape")
+	}
+	c := s.data[s.pos+1]
+	if c != 'u' {
+		s.pos += 2
+		switch c {
+		case '"', '\\', '/':
+			return rune(c), nil
+		case 'b':
+			return '\b', nil
+		case 'f':
+			return '\f', nil
+		case 'n':
+			return '\n', nil
+		case 'r':
+			return '\r', nil
+		case 't':
+			return '\t', nil
+		}
+		s.pos -= 2
+		return 0, s.fail(ErrSyntax, "invalid escape")
+	}
+	r, ok := s.hex4(s.pos + 2)
+	if !ok {
+		return 0, s.fail(ErrSyntax, "invalid \\u escape")
+	}
+	switch {
+	case r == 0:
+		return 0, s.fail(ErrNUL, "")
+	case 0xDC00 <= r && r <= 0xDFFF:
+		return 0, s.fail(ErrInvalidUTF8, "lone low surrogate \\u%04x", r)
+	case 0xD800 <= r && r <= 0xDBFF:
+		lo, ok := rune(0), false
+		if s.pos+7 < len(s.data) && s.data[s.pos+6] == '\\' && s.data[s.pos+7] == 'u' {
+			lo, ok = s.hex4(s.pos + 8)
+		}
+		if !ok || lo < 0xDC00 || lo > 0xDFFF {
+			return 0, s.fail(ErrInvalidUTF8, "lone high surrogate \\u%04x", r)
+		}
+		s.pos += 12
+		return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), nil
+	}
+	s.pos += 6
+	return r, nil
+}
+
+func (s *scanner) hex4(at int) (rune, bool) {
+	if at+4 > len(s.data) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range s.data[at : at+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+// number checks a number's grammar and bounds.
+func (s *scanner) number() error {
+	start := s.pos
+	digits := func() int {
+		n := 0
+		for s.pos < len(s.data) && '0' <= s.data[s.pos] && s.data[s.pos] <= '9' {
+			s.pos++
+			n++
+		}
+		return n
+	}
+	if s.data[s.pos] == '-' {
+		s.pos++
+	}
+	switch {
+	case s.pos < len(s.data) && s.data[s.pos] == '0':
+		s.pos++
+	case digits() == 0:
+		return s.fail(ErrSyntax, "invalid number")
+	}
+	if s.pos < len(s.data) && s.data[s.pos] == '.' {
+		s.pos++
+		if digits() == 0 {
+			return s.fail(ErrSyntax, "invalid number")
+		}
+	}
+	exp := 0
+	if s.pos < len(s.data) && (s.data[s.pos] == 'e' || s.data[s.pos] == 'E') {
+		s.pos++
+		if s.pos < len(s.data) && (s.data[s.pos] == '+' || s.data[s.pos] == '-') {
+			s.pos++
+		}
+		at := s.pos
+		if digits() == 0 {
+			return s.fail(ErrSyntax, "invalid number")
+		}
+		for _, c := range s.data[at:s.pos] {
+			if exp = exp*10 + int(c-'0'); exp > MaxExponent {
+				break
+			}
+		}
+	}
+	if s.pos-start > MaxNumberLength || exp > MaxExponent {
+		s.pos = start
+		return s.fail(ErrNumberRange, "")
+	}
+	return nil
+}
+
+// keySet holds an object's keys: a slice for the usual few, a map beyond.
+type keySet struct {
+	few  []string
+	many map[string]struct{}
+}
+
+func (k *keySet) add(key string) bool {
+	if k.many == nil {
+		for _, have := range k.few {
+			if have == key {
+				return false
+			}
+		}
+		if len(k.few) < 16 {
+			k.few = append(k.few, key)
+			return true
+		}
+		k.many = make(map[string]struct{}, 2*len(k.few))
+		for _, have := range k.few {
+			k.many[have] = struct{}{}
+		}
+	}
+	if _, ok := k.many[key]; ok {
+		return false
+	}
+	k.many[key] = struct{}{}
+	return true
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// target is the type whose shape a value's keys are matched against: t
+// without its pointers, or nil when t decodes itself or takes anything.
+func target(t reflect.Type) reflect.Type {
+	for t != nil {
+		if t.Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(jsonUnmarshaler) ||
+			t.Implements(textUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+			return nil
+		}
+		switch t.Kind() {
+		case reflect.Pointer:
+			t = t.Elem()
+		case reflect.Interface:
+			return nil
+		default:
+			return t
+		}
+	}
+	return nil
+}
+
+// structFields are the JSON names of a struct's fields as encoding/json
+// sees them (a superset where it would drop conflicting ones), with the
+// type each decodes into.
+type structFields struct {
+	exact map[string]reflect.Type
+	names []string
+}
+
+// folds returns the field name key matches in another case, as
+// encoding/json matches names (bytes.EqualFold is its definition).
+func (f *structFields) folds(key string) (string, bool) {
+	for _, name := range f.names {
+		if strings.EqualFold(name, key) {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+var fieldCache sync.Map // reflect.Type → *structFields
+
+func fieldsOf(t reflect.Type) *structFields {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.(*structFields)
+	}
+	f := &structFields{exact: map[string]reflect.Type{}}
+	depthOf := map[string]int{}
+	var walk func(t reflect.Type, depth int, path map[reflect.Type]bool)
+	walk = func(t reflect.Type, depth int, path map[reflect.Type]bool) {
+		if path[t] {
+			return
+		}
+		path[t] = true
+		defer delete(path, t)
+		for i := range t.NumField() {
+			sf := t.Field(i)
+			tag := sf.Tag.Get("json")
+			if tag == "-" {
+				continue
+			}
+			name, _, _ := strings.Cut(tag, ",")
+			if sf.Anonymous {
+				ft := sf.Type
+				if ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+				}
+				if !sf.IsExported() && ft.Kind() != reflect.Struct {
+					continue
+				}
+				if name == "" && ft.Kind() == reflect.Struct {
+					walk(ft, depth+1, path) // promoted fields
+					continue
+				}
+			} else if !sf.IsExported() {
+				continue
+			}
+			if name == "" {
+				name = sf.Name
+			}
+			if d, ok := depthOf[name]; ok && d <= depth {
+				continue
+			}
+			if _, ok := depthOf[name]; !ok {
+				f.names = append(f.names, name)
+			}
+			depthOf[name] = depth
+			f.exact[name] = target(sf.Type)
+		}
+	}
+	walk(t, 0, map[reflect.Type]bool{})
+	actual, _ := fieldCache.LoadOrStore(t, f)
+	return actual.(*structFields)
+}
