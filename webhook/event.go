@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/paygate/paygate/strictjson"
 )
 
 // Event is what the inbox needs to know of a provider event. The payload is
@@ -25,24 +26,34 @@ const maxIDLength = 255
 
 // DecodeStripeEvent reads the envelope fields of a Stripe event. Only the
 // fields paygate needs are decoded, so an account pinned to another API
-// version is never refused for it.
+// version is never refused for it; but the whole body must read the same to
+// every reader (strictjson): the raw payload is what the worker, the event
+// view and PostgreSQL's jsonb read later, so the id and type filed here must
+// be theirs.
 //
-// It fails with ErrNotAnEvent when the body is not JSON, not an object of
-// type "event", or lacks an id, type or data.object.
+// It fails with ErrNotAnEvent when the body is not JSON or not an event of
+// Stripe's shape: not an object of type "event"; an id or type missing,
+// oversized or holding NUL; data.object not an object; created missing or
+// outside strictjson's sane window (that error also wraps
+// strictjson.ErrTimestampOutOfRange); or, anywhere in the body, a key
+// twice, a key naming an envelope field in another case ("ID", "Data"),
+// text that is not UTF-8 (lone surrogate escapes included), NUL, nesting
+// deeper than strictjson.MaxDepth or a number beyond its range (each error
+// also wraps the strictjson sentinel).
 func DecodeStripeEvent(payload []byte) (Event, error) {
 	var env struct {
 		ID         string `json:"id"`
 		Object     string `json:"object"`
 		Type       string `json:"type"`
-		Created    int64  `json:"created"`
+		Created    *int64 `json:"created"`
 		Livemode   bool   `json:"livemode"`
 		APIVersion string `json:"api_version"`
 		Data       struct {
 			Object json.RawMessage `json:"object"`
 		} `json:"data"`
 	}
-	if err := json.Unmarshal(payload, &env); err != nil {
-		return Event{}, fmt.Errorf("%w: %s", ErrNotAnEvent, jsonProblem(err))
+	if err := strictjson.Unmarshal(payload, &env); err != nil {
+		return Event{}, fmt.Errorf("%w: %w", ErrNotAnEvent, err)
 	}
 	switch {
 	case env.Object != "event":
@@ -55,38 +66,30 @@ func DecodeStripeEvent(payload []byte) (Event, error) {
 		return Event{}, fmt.Errorf("%w: oversized api_version", ErrNotAnEvent)
 	case !isJSONObject(env.Data.Object):
 		return Event{}, fmt.Errorf("%w: data.object is not an object", ErrNotAnEvent)
-	case strings.ContainsRune(env.ID+env.Type+env.APIVersion, 0):
-		// PostgreSQL text cannot hold NUL: storing it would fail the
-		// commit, answered 503, and the provider would retry forever.
-		return Event{}, fmt.Errorf("%w: NUL character in id, type or api_version", ErrNotAnEvent)
+	case env.Created == nil:
+		// A missing created would date the event, and whatever the books
+		// derive from it, nowhere (or at 1970).
+		return Event{}, fmt.Errorf("%w: created is missing", ErrNotAnEvent)
 	}
-	e := Event{
+	// Out of the window it is either unstorable (PostgreSQL would refuse
+	// the commit: a 503 on every retry, for days) or a date no ledger
+	// transaction may carry.
+	created, err := strictjson.ValidUnix(*env.Created)
+	if err != nil {
+		return Event{}, fmt.Errorf("%w: created: %w", ErrNotAnEvent, err)
+	}
+	return Event{
 		Provider:   ProviderStripe,
 		ID:         env.ID,
 		Type:       env.Type,
 		Livemode:   env.Livemode,
 		APIVersion: env.APIVersion,
+		Created:    created,
 		Payload:    payload,
-	}
-	if env.Created > 0 {
-		e.Created = time.Unix(env.Created, 0).UTC()
-	}
-	return e, nil
+	}, nil
 }
 
 func isJSONObject(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
 	return len(raw) > 0 && raw[0] == '{'
-}
-
-// jsonProblem describes a decoding error without echoing the body back.
-func jsonProblem(err error) string {
-	switch e := err.(type) {
-	case *json.SyntaxError:
-		return fmt.Sprintf("invalid JSON at byte %d", e.Offset)
-	case *json.UnmarshalTypeError:
-		return fmt.Sprintf("field %q has the wrong type", e.Field)
-	default:
-		return "invalid JSON"
-	}
 }

@@ -100,6 +100,10 @@ func TestDecodeStripeEvent(t *testing.T) {
 		"missing data":      `{"id":"evt_1","object":"event","type":"x"}`,
 		"data.object array": `{"id":"evt_1","object":"event","type":"x","data":{"object":[]}}`,
 		"id wrong type":     `{"id":7,"object":"event","type":"x","data":{"object":{}}}`,
+		"created missing":   `{"id":"evt_1","object":"event","type":"x","data":{"object":{}}}`,
+		"created in 1970":   `{"id":"evt_1","object":"event","type":"x","created":1,"data":{"object":{}}}`,
+		"created a string":  `{"id":"evt_1","object":"event","type":"x","created":"1700000000","data":{"object":{}}}`,
+		"ID, not id":        `{"ID":"evt_1","object":"event","type":"x","created":1700000000,"data":{"object":{}}}`,
 	} {
 		_, err := webhook.DecodeStripeEvent([]byte(body))
 		require.ErrorIs(t, err, webhook.ErrNotAnEvent, name)
