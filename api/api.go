@@ -8,6 +8,7 @@
 package api
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -32,7 +33,16 @@ type Config struct {
 	// RiverUI mounts River's UI under /riverui behind the ops tokens; Start
 	// starts its background services.
 	RiverUI bool
+	// RequestTimeout bounds each /v1 request: its work (the request's
+	// context, so its queries) and the writing of its answer (a client that
+	// stops reading is cut off). Default DefaultRequestTimeout.
+	RequestTimeout time.Duration
 }
+
+// DefaultRequestTimeout is Config.RequestTimeout's default: /v1 handlers
+// answer in milliseconds, and this is under serve's 30 s write timeout, so
+// a stuck request gets a 503 rather than a cut connection.
+const DefaultRequestTimeout = 15 * time.Second
 
 // Server holds the API's dependencies.
 type Server struct {
@@ -51,6 +61,9 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 	if config.Registry == nil {
 		config.Registry = prometheus.NewRegistry()
 	}
+	if config.RequestTimeout <= 0 {
+		config.RequestTimeout = DefaultRequestTimeout
+	}
 	s := &Server{config: config, auth: newAuthenticator(config.OpsTokens, config.FinanceTokens)}
 
 	e := echo.New()
@@ -67,7 +80,7 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 
 	// Every POST under /v1, present and future, goes through the
 	// Idempotency-Key middleware (after authentication: keys are per caller).
-	v1 := e.Group("/v1", s.auth.middleware, s.idempotency)
+	v1 := e.Group("/v1", s.bounded, s.auth.middleware, s.idempotency)
 	anyRole := requireRole(RoleOps, RoleFinance)
 	opsOnly := requireRole(RoleOps)
 	v1.GET("/events/stripe/:event_id", s.getEvent, anyRole)
@@ -108,5 +121,22 @@ func observeRequests(logger *slog.Logger, reg prometheus.Registerer) echo.Middle
 				"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
 			return err
 		}
+	}
+}
+
+// bounded gives a /v1 request RequestTimeout in all: its context ends then
+// (its queries are cancelled, answered 503), and so does the writing of its
+// answer, so neither a slow query nor a client that stops reading holds a
+// handler longer.
+func (s *Server) bounded(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		deadline := time.Now().Add(s.config.RequestTimeout)
+		// Not every writer has a deadline (a test's recorder does not):
+		// the context's still holds.
+		_ = http.NewResponseController(c.Response()).SetWriteDeadline(deadline)
+		ctx, cancel := context.WithDeadline(c.Request().Context(), deadline)
+		defer cancel()
+		c.SetRequest(c.Request().WithContext(ctx))
+		return next(c)
 	}
 }

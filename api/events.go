@@ -1,10 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -48,11 +50,32 @@ func (s *Server) getEvent(c echo.Context) error {
 		return err
 	}
 	v := eventView(e)
-	if callerOf(c).Roles[RoleOps] && json.Valid(e.Payload) {
+	if callerOf(c).Roles[RoleOps] && json.Valid(e.Payload) && utf8.Valid(e.Payload) {
 		// Ops investigate failures from the payload; finance does not need it.
-		v.Payload = json.RawMessage(e.Payload)
+		return writeWithPayload(c, http.StatusOK, v, e.Payload)
 	}
 	return writeJSON(c, http.StatusOK, v)
+}
+
+// writeWithPayload answers v, indented as writeJSON does, with payload (one
+// valid JSON value) as its "payload" member byte for byte as it was stored.
+// Not re-indented: indenting costs the square of the nesting depth (8 KB of
+// brackets made a 32 MB answer), and the bytes as the provider sent and
+// signed them are what ops come to see. The answer is the payload plus the
+// event's own few fields.
+func writeWithPayload(c echo.Context, status int, v EventView, payload []byte) error {
+	v.Payload = nil
+	head, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	head = bytes.TrimSuffix(head, []byte("\n}"))
+	out := make([]byte, 0, len(head)+len(payload)+32)
+	out = append(out, head...)
+	out = append(out, ",\n  \"payload\": "...)
+	out = append(out, payload...)
+	out = append(out, "\n}\n"...)
+	return c.Blob(status, echo.MIMEApplicationJSON, out)
 }
 
 func (s *Server) opsStats(c echo.Context) error {

@@ -10,11 +10,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
+
+	"github.com/paygate/paygate/strictjson"
 )
 
 // Idempotency-Key (draft-ietf-httpapi-idempotency-key-header) on every POST
@@ -32,7 +35,7 @@ import (
 //
 // The others are answered from the row: a different request under the same
 // key (another body, or another route: the fingerprint covers method, path
-// and body) 422; a key still being worked on 409; a finished key the stored
+// and the body as the handler reads it) 422; a key still being worked on 409; a finished key the stored
 // status and body with Idempotent-Replayed: true. A claim whose request died
 // with its process (no response after idempotencyLease) is taken over by the
 // next request with the same fingerprint; if the first holder was only slow,
@@ -141,35 +144,40 @@ func ParseIdempotencyKey(values []string) (string, error) {
 	return key, nil
 }
 
-// fingerprint identifies a request: method, path and canonical body. A JSON
-// body is re-encoded with sorted keys and no insignificant whitespace, so
-// the same document sent twice with other spacing or key order is the same
-// request; anything else is taken byte for byte.
-func fingerprint(method, path string, body []byte) []byte {
+// fingerprint identifies a request: method, path and its canonical form
+// (canonicalRequest).
+func fingerprint(method, path string, canonical []byte) []byte {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n", method, path)
-	h.Write(canonicalBody(body))
+	h.Write(canonical)
 	return h.Sum(nil)
 }
 
-func canonicalBody(body []byte) []byte {
+// canonicalRequest is what a POST's fingerprint covers: the request as its
+// handler reads it. For a route registered with its body's type, the body
+// decoded as the handler decodes it (decodeJSON) and encoded again, so that
+// bodies meaning the same (other key order, spacing, escapes, a default
+// spelled out) share a fingerprint and bodies the handler reads differently
+// never do. Elsewhere, the body's canonical JSON (strictjson.Canonical). A
+// body the handler would refuse is taken byte for byte. The prefixes keep
+// the three forms apart.
+func (s *Server) canonicalRequest(route string, body []byte) []byte {
+	if t, ok := s.ops.postBodies[route]; ok {
+		v := reflect.New(t).Interface()
+		if err := decodeJSON(body, v); err == nil {
+			if out, err := json.Marshal(v); err == nil {
+				return append([]byte("request\n"), out...)
+			}
+		}
+		return append([]byte("raw\n"), body...)
+	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil || dec.More() {
-		return body
+	if out, err := strictjson.Canonical(body); err == nil {
+		return append([]byte("json\n"), out...)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return body
-	}
-	out, err := json.Marshal(v) // map keys sorted
-	if err != nil {
-		return body
-	}
-	return append([]byte("json:"), out...)
+	return append([]byte("raw\n"), body...)
 }
 
 const idemKey = "paygate.idempotency"
@@ -234,17 +242,24 @@ type storedResponse struct {
 	body        []byte
 }
 
-// post registers a POST route with the roles that may call it. The roles are
-// also checked before the Idempotency-Key, so that a caller without the
-// right gets its 403 whatever it sent (routes registered with v1.POST and
+// post registers a POST route with the type of its JSON body (a zero value
+// of the struct its handler decodes with decodeBody; nil for none) and the
+// roles that may call it. The body's type makes the Idempotency-Key's
+// fingerprint cover the request as the handler reads it. The roles are also
+// checked before the Idempotency-Key, so that a caller without the right
+// gets its 403 whatever it sent (routes registered with v1.POST and
 // requireRole get their role check after the key's: still safe, since the
 // claim is released on the 403).
-func (s *Server) post(g *echo.Group, path string, h echo.HandlerFunc, roles ...Role) *echo.Route {
+func (s *Server) post(g *echo.Group, path string, h echo.HandlerFunc, body any, roles ...Role) *echo.Route {
 	rt := g.POST(path, h, requireRole(roles...))
 	if s.ops.postRoles == nil {
 		s.ops.postRoles = map[string][]Role{}
+		s.ops.postBodies = map[string]reflect.Type{}
 	}
 	s.ops.postRoles[rt.Path] = roles // the route's full path, as c.Path() reports it
+	if body != nil {
+		s.ops.postBodies[rt.Path] = reflect.TypeOf(body)
+	}
 	return rt
 }
 
@@ -275,7 +290,7 @@ func (s *Server) idempotency(next echo.HandlerFunc) echo.HandlerFunc {
 			return fmt.Errorf("%w: could not read the request body", ErrBadRequest)
 		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
-		fp := fingerprint(req.Method, req.URL.Path, body)
+		fp := fingerprint(req.Method, req.URL.Path, s.canonicalRequest(c.Path(), body))
 
 		ctx := req.Context()
 		token, stored, err := s.claim(ctx, caller.Identity, key, fp, req.Method, req.URL.Path)

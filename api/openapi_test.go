@@ -355,7 +355,7 @@ func TestOpsAnswersMatchTheDocument(t *testing.T) {
 		{http.MethodGet, "/v1/ops/poison", "/v1/ops/poison", "", "", 200},
 		{http.MethodGet, "/v1/events/stripe/{event_id}", "/v1/events/stripe/evt_doc1", "", "", 200},
 		{http.MethodGet, "/v1/ops/stats", "/v1/ops/stats", "", "", 200},
-		{http.MethodPost, "/v1/ops/replay", "/v1/ops/replay", "doc-dry", `{"dry_run":true}`, 200},
+		{http.MethodPost, "/v1/ops/replay", "/v1/ops/replay", "doc-dry", `{"status":"poison","dry_run":true}`, 200},
 		{http.MethodPost, "/v1/ops/events/stripe/{event_id}/replay", "/v1/ops/events/stripe/evt_doc1/replay", "doc-r", `{"reason":"r"}`, 202},
 		{http.MethodPost, "/v1/ops/events/stripe/{event_id}/discard", "/v1/ops/events/stripe/evt_doc1/discard", "doc-d", `{"reason":"r"}`, 200},
 		{http.MethodPost, "/v1/ops/replay", "/v1/ops/replay", "doc-bulk", `{"status":"poison"}`, 202},

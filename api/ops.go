@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,14 +19,16 @@ import (
 
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/strictjson"
 	"github.com/paygate/paygate/webhook"
 )
 
 // opsState is what the operations layer adds to the Server.
 type opsState struct {
-	postRoles map[string][]Role // POST route path → roles, checked before the key
-	actions   *prometheus.CounterVec
-	riverUI   *riverui.Handler
+	postRoles  map[string][]Role       // POST route path → roles, checked before the key
+	postBodies map[string]reflect.Type // POST route path → its body's type, for the key's fingerprint
+	actions    *prometheus.CounterVec
+	riverUI    *riverui.Handler
 }
 
 // maxReasonLen bounds an operator's reason: a sentence, not a document.
@@ -84,8 +86,10 @@ type AuditPage struct {
 	NextCursor *string          `json:"next_cursor"`
 }
 
-// BulkReplayRequest is the body of POST /v1/ops/replay. Status defaults to
-// poison; the other fields narrow the selection as on GET /v1/ops/poison.
+// BulkReplayRequest is the body of POST /v1/ops/replay. At least one filter
+// (status, type, error, received_after, received_before) is required;
+// status then defaults to poison, and the others narrow the selection as on
+// GET /v1/ops/poison.
 type BulkReplayRequest struct {
 	Status         inbox.Status `json:"status"`
 	Type           string       `json:"type"`
@@ -94,6 +98,12 @@ type BulkReplayRequest struct {
 	ReceivedBefore *time.Time   `json:"received_before"`
 	DryRun         bool         `json:"dry_run"`
 	Reason         string       `json:"reason"`
+}
+
+// hasFilter reports whether r selects anything itself: an empty body (or
+// one with only dry_run and reason) must never mean "replay everything".
+func (r BulkReplayRequest) hasFilter() bool {
+	return r.Status != "" || r.Type != "" || r.Error != "" || r.ReceivedAfter != nil || r.ReceivedBefore != nil
 }
 
 // BulkReplayResponse is the answer of POST /v1/ops/replay.
@@ -150,26 +160,26 @@ func cursorErr(err error) error {
 	return err
 }
 
-// decodeBody decodes an optional JSON body into v: an empty body leaves v
-// as it is; unknown fields are refused, so a typo is not silently ignored.
+// decodeBody decodes the request's optional JSON body into v (decodeJSON).
 func decodeBody(c echo.Context, v any) error {
 	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		return badRequest("could not read the request body")
 	}
+	return decodeJSON(body, v)
+}
+
+// decodeJSON is how every /v1 handler reads its body, and what the
+// Idempotency-Key's fingerprint covers: strictly (strictjson: key names
+// exactly as documented, none twice, text valid UTF-8 without NUL, as every
+// other reader would read it), refusing unknown fields so that a typo is not
+// silently ignored. An empty body leaves v as it is.
+func decodeJSON(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
-	if !utf8.Valid(body) || bytes.Contains(body, []byte(`\u0000`)) {
-		return badRequest("text in the body must be valid UTF-8 without NUL characters")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := strictjson.UnmarshalOpts(body, v, &strictjson.Opts{DisallowUnknownFields: true}); err != nil {
 		return badRequest("the body is not valid JSON for this request: %v", err)
-	}
-	if dec.More() {
-		return badRequest("the body holds more than one JSON value")
 	}
 	return nil
 }
@@ -277,6 +287,10 @@ func (s *Server) bulkReplay(c echo.Context) error {
 	var body BulkReplayRequest
 	if err := decodeBody(c, &body); err != nil {
 		return err
+	}
+	if !body.hasFilter() {
+		return badRequest(`a bulk replay needs a filter: one of status, type, error, received_after or received_before ` +
+			`(to replay every poison event, send {"status":"poison"})`)
 	}
 	if body.Status == "" {
 		body.Status = inbox.StatusPoison

@@ -280,18 +280,18 @@ func TestPoisonQueueListsNewestFirstWithFiltersAndCursor(t *testing.T) {
 	}
 }
 
-func TestEventShowsPrettyPayloadToOpsOnly(t *testing.T) {
+func TestEventShowsStoredPayloadToOpsOnly(t *testing.T) {
 	t.Parallel()
 	b := setupOps(t)
-	b.seed(t, "evt_pretty", seedOpts{payload: `{"id":"evt_pretty","object":"event","type":"charge.succeeded","data":{"object":{"amount":100}}}`})
+	payload := `{"id":"evt_pretty","object":"event","type":"charge.succeeded","data":{"object":{"amount":100}}}`
+	b.seed(t, "evt_pretty", seedOpts{payload: payload})
 
 	rec := b.do(t, http.MethodGet, "/v1/events/stripe/evt_pretty", opsTok, "", "")
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	v := decodeJSON[map[string]any](t, rec)
 	require.Equal(t, "evt_pretty", v["payload"].(map[string]any)["id"])
-	require.Contains(t, rec.Body.String(), "\"payload\": {\n    \"id\": \"evt_pretty\",\n    \"object\": \"event\",",
-		"the payload is pretty-printed")
-	require.Contains(t, rec.Body.String(), "\"data\": {\n      \"object\": {\n        \"amount\": 100")
+	require.Contains(t, rec.Body.String(), "\"event_id\": \"evt_pretty\",\n", "the event's fields are indented")
+	require.Contains(t, rec.Body.String(), "\n  \"payload\": "+payload+"\n}\n", "the payload is as stored, not re-indented")
 
 	rec = b.do(t, http.MethodGet, "/v1/events/stripe/evt_pretty", financeTok, "", "")
 	require.Equal(t, http.StatusOK, rec.Code)
@@ -466,8 +466,8 @@ func TestBulkReplayDryRunThenReplay(t *testing.T) {
 
 	rec = b.do(t, http.MethodPost, "/v1/ops/replay", opsTok, "bulk-disc", `{"status":"discarded","dry_run":true}`)
 	require.JSONEq(t, `{"matched":1,"replayed":0,"dry_run":true}`, rec.Body.String())
-	rec = b.do(t, http.MethodPost, "/v1/ops/replay", opsTok, "bulk-default", `{"dry_run":true}`)
-	require.JSONEq(t, `{"matched":2,"replayed":0,"dry_run":true}`, rec.Body.String(), "status defaults to poison")
+	rec = b.do(t, http.MethodPost, "/v1/ops/replay", opsTok, "bulk-default", `{"error":"unknown currency","dry_run":true}`)
+	require.JSONEq(t, `{"matched":1,"replayed":0,"dry_run":true}`, rec.Body.String(), "status defaults to poison")
 
 	for name, bad := range map[string]string{
 		"status":  `{"status":"lost"}`,
@@ -550,7 +550,7 @@ func TestOpsRoutesRefuseMissingWrongAndFinanceTokens(t *testing.T) {
 		{http.MethodGet, "/v1/ops/audit", ""},
 		{http.MethodPost, "/v1/ops/events/stripe/evt_auth/replay", ""},
 		{http.MethodPost, "/v1/ops/events/stripe/evt_auth/discard", `{"reason":"r"}`},
-		{http.MethodPost, "/v1/ops/replay", `{"dry_run":true}`},
+		{http.MethodPost, "/v1/ops/replay", `{"status":"poison","dry_run":true}`},
 	}
 	for _, r := range routes {
 		for _, key := range []string{"", "auth-key"} {

@@ -61,6 +61,10 @@ func problemFor(err error) Problem {
 		return p(http.StatusBadRequest, "http-api", "Bad request")
 	case errors.Is(err, inbox.ErrNotFound):
 		return p(http.StatusNotFound, "http-api", "Not found")
+	case errors.Is(err, context.DeadlineExceeded):
+		// A request's own bound (Config.RequestTimeout) ran out.
+		return Problem{Type: docs + "#http-api", Title: "Request timed out", Status: http.StatusServiceUnavailable,
+			Detail: "the request took longer than its time limit; retry later"}
 	case errors.As(err, &he):
 		return Problem{Type: "about:blank", Title: http.StatusText(he.Code), Status: he.Code, Detail: fmt.Sprint(he.Message)}
 	}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,7 +17,7 @@ import (
 // reconciliationRoutes mounts finance's reconciliation routes.
 func (s *Server) reconciliationRoutes(v1 *echo.Group) {
 	finance := requireRole(RoleFinance)
-	s.post(v1, "/reconciliation/runs", s.createReconciliationRun, RoleFinance)
+	s.post(v1, "/reconciliation/runs", s.createReconciliationRun, runRequest{}, RoleFinance)
 	v1.GET("/reconciliation/runs/:id", s.getReconciliationRun, finance)
 	v1.GET("/reconciliation/runs/:id/items.csv", s.getReconciliationItemsCSV, finance)
 }
@@ -126,14 +125,15 @@ func runReportView(run reconcile.Run, items []reconcile.Item) RunReportView {
 	return v
 }
 
+// runRequest is the body of POST /v1/reconciliation/runs.
+type runRequest struct {
+	Date *string `json:"date"`
+}
+
 func (s *Server) createReconciliationRun(c echo.Context) error {
-	var body struct {
-		Date *string `json:"date"`
-	}
-	dec := json.NewDecoder(c.Request().Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		return fmt.Errorf(`%w: the body must be {"date":"YYYY-MM-DD"}`, ErrBadRequest)
+	var body runRequest
+	if err := decodeBody(c, &body); err != nil {
+		return err
 	}
 	if body.Date == nil {
 		return fmt.Errorf(`%w: "date" is required (YYYY-MM-DD)`, ErrBadRequest)
