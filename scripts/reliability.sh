@@ -21,6 +21,8 @@ fuzz() { # package target
 }
 fuzz ./webhook FuzzParseSignatureHeader
 fuzz ./webhook FuzzDecodeStripeEvent
+fuzz ./webhook FuzzStoredIdentityMatchesPostgres
+fuzz ./strictjson FuzzUnmarshal
 fuzz ./jobs FuzzStripeEffects
 fuzz ./api FuzzParseIdempotencyKey
 [[ "${1:-}" == fuzz ]] && exit 0
@@ -28,7 +30,7 @@ fuzz ./api FuzzParseIdempotencyKey
 export PAYGATE_RELIABILITY=long
 echo "== security tests"
 go test -count=1 -timeout 5m \
-  -run 'TestServerTimeoutsAreSet|TestSlowClientsAreCutOff|TestWebhookLimitsOnTheWire|TestEveryProtectedRouteRefusesBadCredentials|TestHostileFilterStrings|TestSignatureComparisonIsConstantTime|TestTimestampWindowBothWays|TestBodyLimitBeforeAnythingElse|TestUnstorableIdentifiersAreRefused|TestTokenComparisonIsConstantTime' \
+  -run 'TestServerTimeoutsAreSet|TestSlowClientsAreCutOff|TestWebhookLimitsOnTheWire|TestEveryProtectedRouteRefusesBadCredentials|TestHostileFilterStrings|TestSignatureComparisonIsConstantTime|TestTimestampWindowBothWays|TestBodyLimitBeforeAnythingElse|TestUnstorableIdentifiersAreRefused|TestTokenComparisonIsConstantTime|TestHostileSignedPayloads|TestHostileSignedBodiesAreRefused|TestDistinctInvalidIDsAreNotMerged|TestStoredIdentityIsWhatPostgresReads|TestEventViewAnswerIsBoundedByThePayload|TestV1BodiesAreReadAsEveryReaderReadsThem|TestBulkReplayNeedsAFilter|TestIdempotencyFingerprintIsTheDecodedRequest|TestRequestsAreBoundedInTime' \
   ./cmd/paygate ./webhook ./api
 
 echo "== fault scenarios (PAYGATE_RELIABILITY=long)"

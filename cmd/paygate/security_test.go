@@ -423,3 +423,91 @@ func TestHostileFilterStrings(t *testing.T) {
 	require.Equal(t, 2, stats.Events["processed"])
 	requireCleanLogs(t, srv)
 }
+
+// opsPost sends a POST under /v1 to the real binary with the ops token and
+// an Idempotency-Key, and returns the status, the Idempotent-Replayed header
+// and the body.
+func opsPost(t *testing.T, srv *server, path, key, body string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+srv.addr+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testOps)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), string(b)
+}
+
+// TestHostileSignedPayloads probes the real binary as a sender holding the
+// secret would: bodies that are signed but not sane. Each must get a clear
+// 400 and leave nothing behind (never a 503 the provider retries for days,
+// never an event filed under an id other readers do not see, never two
+// events merged into one); the event view's answer stays the size of the
+// payload whatever its nesting; a bulk replay needs a filter; and two
+// replay bodies that mean different things never share an Idempotency-Key
+// answer.
+func TestHostileSignedPayloads(t *testing.T) {
+	t.Parallel()
+	_, dbURL := testdb.NewWithURL(t)
+	srv := startServer(t, dbURL)
+	now := time.Now()
+	event := func(id, created, extra string) []byte {
+		if created != "" {
+			created = `"created":` + created + `,`
+		}
+		return []byte(`{"id":` + id + `,"object":"event","api_version":"2024-06-20",` + created + extra +
+			`"livemode":false,"type":"payment_intent.succeeded","data":{"object":{"id":"pi_wire","object":"payment_intent","amount":1000,"currency":"usd"}}}`)
+	}
+	created := fmt.Sprint(now.Unix())
+	for name, body := range map[string][]byte{
+		"created int64 max (was 503 for ever)": event(`"evt_w1"`, "9223372036854775807", ""),
+		"created absent (booked at 1970)":      event(`"evt_w2"`, "", ""),
+		"created negative (booked in 1811)":    event(`"evt_w3"`, "-5000000000", ""),
+		"created in 2100":                      event(`"evt_w4"`, "4102444800", ""),
+		"id and ID":                            event(`"evt_w5"`, created, `"ID":"evt_w5_other",`),
+		"type and TYPE":                        event(`"evt_w6"`, created, `"TYPE":"charge.refunded",`),
+		"id twice":                             event(`"evt_w7"`, created, `"id":"evt_w7_other",`),
+		"Data":                                 []byte(strings.Replace(string(event(`"evt_w8"`, created, "")), `"data"`, `"Data"`, 1)),
+		"invalid UTF-8 id":                     event("\"evt_w9_\xff\"", created, ""),
+		"other invalid UTF-8 id":               event("\"evt_w9_\xfe\"", created, ""),
+		"lone surrogate id":                    event(`"evt_w9_\ud800"`, created, ""),
+		"nesting 4000 deep":                    event(`"evt_w10"`, created, `"x":`+strings.Repeat("[", 4000)+strings.Repeat("]", 4000)+`,`),
+	} {
+		status, answer := signedPost(t, srv, body, now, false)
+		require.Equal(t, http.StatusBadRequest, status, "%s: %s", name, answer)
+	}
+	require.Zero(t, inboxCount(t, dbURL), "no hostile body is stored")
+
+	// Nesting the decoder accepts: the event view answers the payload as
+	// stored, not re-indented (which grew with the square of the depth).
+	deep := event(`"evt_w_deep"`, created, `"x":`+strings.Repeat("[", 100)+strings.Repeat("]", 100)+`,`)
+	status, answer := signedPost(t, srv, deep, now, false)
+	require.Equal(t, http.StatusOK, status, answer)
+	req, err := http.NewRequest(http.MethodGet, "http://"+srv.addr+"/v1/events/stripe/evt_w_deep", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testOps)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	view, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(view))
+	require.LessOrEqual(t, len(view), len(deep)+1024, "the view is the payload plus the event's fields")
+	require.Contains(t, string(view), string(deep), "the payload as stored")
+
+	// A bulk replay needs a filter.
+	for i, body := range []string{"", `{}`, `{"dry_run":true}`, `{"reason":"all of it"}`} {
+		status, _, answer := opsPost(t, srv, "/v1/ops/replay", fmt.Sprintf("wire-nofilter-%d", i), body)
+		require.Equal(t, http.StatusBadRequest, status, "body %q: %s", body, answer)
+	}
+	// One body read as a dry run, the other as a real replay: the second
+	// must not get the first one's answer.
+	_, _, _ = opsPost(t, srv, "/v1/ops/replay", "wire-fp", `{"status":"poison","dry_run":false,"DRY_RUN":true}`)
+	status, replayed, answer := opsPost(t, srv, "/v1/ops/replay", "wire-fp", `{"status":"poison","DRY_RUN":true,"dry_run":false}`)
+	require.Empty(t, replayed, "another request got a stored answer: %d %s", status, answer)
+	require.Equal(t, http.StatusBadRequest, status, answer)
+	requireCleanLogs(t, srv)
+}
