@@ -12,6 +12,7 @@ import (
 	"github.com/paygate/paygate/ledger"
 	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/statemachine"
+	"github.com/paygate/paygate/strictjson"
 )
 
 // Effects is what one provider event means for paygate: the payment it
@@ -111,12 +112,18 @@ type (
 // currencies).
 func StripeEffects(payload []byte) (Effects, error) {
 	var env stripeEnvelope
-	if err := json.Unmarshal(payload, &env); err != nil {
+	if err := strictjson.Unmarshal(payload, &env); err != nil {
 		return Effects{}, permanent("decode event: %v", err)
 	}
-	m := mapper{eventID: env.ID, at: time.Unix(env.Created, 0).UTC()}
+	// The webhook refuses an envelope dated outside the window; an event
+	// stored before it did, or recovered from the provider's list, is
+	// checked here, so no nonsense date reaches the append-only ledger.
+	at, err := strictjson.ValidUnix(env.Created)
+	if err != nil {
+		return Effects{}, permanent("event created: %v", err)
+	}
+	m := mapper{eventID: env.ID, at: at}
 	obj := env.Data.Object
-	var err error
 	switch env.Type {
 	case "payment_intent.processing", "payment_intent.amount_capturable_updated",
 		"payment_intent.succeeded", "payment_intent.payment_failed", "payment_intent.canceled":
@@ -164,8 +171,11 @@ func permanent(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrPermanent, fmt.Sprintf(format, args...))
 }
 
+// decode reads data.object as every other reader of the stored payload
+// (PostgreSQL's jsonb, an operator's jq) reads it: exact key names, no
+// duplicates, valid text.
 func decode(raw json.RawMessage, v any) error {
-	if err := json.Unmarshal(raw, v); err != nil {
+	if err := strictjson.Unmarshal(raw, v); err != nil {
 		return permanent("decode data.object: %v", err)
 	}
 	return nil
@@ -229,12 +239,17 @@ func (m *mapper) capture(chargeID string, amount decimal.Decimal, currency strin
 }
 
 // objectTime is an object's own creation time, which every report of it
-// shares, falling back to the event's time.
-func (m *mapper) objectTime(created int64) time.Time {
-	if created > 0 {
-		return time.Unix(created, 0).UTC()
+// shares, falling back to the event's time when the object has none. A
+// created outside the sane window can never be applied.
+func (m *mapper) objectTime(created int64, what string) (time.Time, error) {
+	if created == 0 {
+		return m.at, nil
 	}
-	return m.at
+	at, err := strictjson.ValidUnix(created)
+	if err != nil {
+		return time.Time{}, permanent("%s.created: %v", what, err)
+	}
+	return at, nil
 }
 
 func (m *mapper) paymentIntent(typ string, obj json.RawMessage) error {
@@ -379,7 +394,10 @@ func (m *mapper) refund(r stripeRefund, failedEvent bool) error {
 	// The refund took the money when it was created; a failure gives it
 	// back when it fails, which is when Stripe raises the failure's events
 	// (a refund object carries no failure time of its own).
-	at := m.objectTime(r.Created)
+	at, err := m.objectTime(r.Created, "refund")
+	if err != nil {
+		return err
+	}
 	status := r.Status
 	if failedEvent {
 		status = "failed"
@@ -447,7 +465,11 @@ func (m *mapper) payout(typ string, obj json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	m.post(ledger.NewPayout(stripe.PayoutRef(p.ID), m.eventID, cur, amount, m.objectTime(p.Created)))
+	created, err := m.objectTime(p.Created, "payout")
+	if err != nil {
+		return err
+	}
+	m.post(ledger.NewPayout(stripe.PayoutRef(p.ID), m.eventID, cur, amount, created))
 	if typ == "payout.failed" {
 		m.post(ledger.NewPayoutReversal(stripe.PayoutReversalRef(p.ID), m.eventID, cur, amount, m.at))
 	}
