@@ -83,7 +83,7 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 	v1 := e.Group("/v1", s.bounded, s.auth.middleware, s.idempotency)
 	anyRole := requireRole(RoleOps, RoleFinance)
 	opsOnly := requireRole(RoleOps)
-	v1.GET("/events/stripe/:event_id", s.getEvent, anyRole)
+	v1.GET("/events/:provider/:event_id", s.getEvent, anyRole)
 	v1.GET("/ops/stats", s.opsStats, opsOnly)
 	s.routes(v1)
 	s.opsRoutes(e, v1)

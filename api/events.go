@@ -12,7 +12,6 @@ import (
 
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/migrations"
-	"github.com/paygate/paygate/webhook"
 )
 
 // EventView is an inbox event as the API shows it.
@@ -45,7 +44,7 @@ func eventView(e inbox.Event) EventView {
 }
 
 func (s *Server) getEvent(c echo.Context) error {
-	e, err := inbox.Get(c.Request().Context(), s.config.Pool, webhook.ProviderStripe, c.Param("event_id"))
+	e, err := inbox.Get(c.Request().Context(), s.config.Pool, c.Param("provider"), c.Param("event_id"))
 	if err != nil {
 		return err
 	}

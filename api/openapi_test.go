@@ -14,6 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/provider"
+	"github.com/paygate/paygate/provider/adyen"
+	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/webhook"
 )
 
@@ -41,8 +44,8 @@ func wiredEcho(t *testing.T) *opsBundle {
 	t.Helper()
 	b := setupOps(t, func(c *api.Config) { c.RiverUI = true })
 	webhook.NewHandler(webhook.Config{
-		Ingester:      &webhook.TxIngester{Pool: b.pool, Enqueue: b.jobs},
-		StripeSecrets: []string{"whsec_openapi_test"},
+		Ingester:  &webhook.TxIngester{Pool: b.pool, Enqueue: b.jobs},
+		Receivers: []provider.Receiver{stripe.NewReceiver([]string{"whsec_openapi_test"}, 0), adyenReceiver(t)},
 	}).Register(b.echo)
 	return b
 }
@@ -113,7 +116,7 @@ func TestOpenAPIDocumentsExactlyTheRegisteredRoutes(t *testing.T) {
 	sort.Strings(unregistered)
 	require.Empty(t, undocumented, "registered routes missing from api/openapi.json")
 	require.Empty(t, unregistered, "documented routes that no handler serves")
-	require.Contains(t, registered, "POST /v1/ops/events/stripe/{event_id}/replay", "the walk sees parameterised routes")
+	require.Contains(t, registered, "POST /v1/ops/events/{provider}/{event_id}/replay", "the walk sees parameterised routes")
 }
 
 // TestOpenAPIDocumentIsConsistent: references resolve, path parameters are
@@ -161,12 +164,9 @@ func TestOpenAPIDocumentIsConsistent(t *testing.T) {
 		for _, p := range op.Parameters {
 			name := p.Name
 			if p.Ref != "" {
-				name = map[string]string{
-					"#/components/parameters/EventID":        "event_id",
-					"#/components/parameters/PaymentID":      "payment_id",
-					"#/components/parameters/RunID":          "id",
-					"#/components/parameters/IdempotencyKey": "Idempotency-Key",
-				}[p.Ref]
+				param, ok := whole["components"].(map[string]any)["parameters"].(map[string]any)[strings.TrimPrefix(p.Ref, "#/components/parameters/")].(map[string]any)
+				require.True(t, ok, "%s: parameter %s is in components.parameters", route, p.Ref)
+				name, _ = param["name"].(string)
 			}
 			declared[name] = true
 		}
@@ -353,15 +353,15 @@ func TestOpsAnswersMatchTheDocument(t *testing.T) {
 		status                           int
 	}{
 		{http.MethodGet, "/v1/ops/poison", "/v1/ops/poison", "", "", 200},
-		{http.MethodGet, "/v1/events/stripe/{event_id}", "/v1/events/stripe/evt_doc1", "", "", 200},
+		{http.MethodGet, "/v1/events/{provider}/{event_id}", "/v1/events/stripe/evt_doc1", "", "", 200},
 		{http.MethodGet, "/v1/ops/stats", "/v1/ops/stats", "", "", 200},
 		{http.MethodPost, "/v1/ops/replay", "/v1/ops/replay", "doc-dry", `{"status":"poison","dry_run":true}`, 200},
-		{http.MethodPost, "/v1/ops/events/stripe/{event_id}/replay", "/v1/ops/events/stripe/evt_doc1/replay", "doc-r", `{"reason":"r"}`, 202},
-		{http.MethodPost, "/v1/ops/events/stripe/{event_id}/discard", "/v1/ops/events/stripe/evt_doc1/discard", "doc-d", `{"reason":"r"}`, 200},
+		{http.MethodPost, "/v1/ops/events/{provider}/{event_id}/replay", "/v1/ops/events/stripe/evt_doc1/replay", "doc-r", `{"reason":"r"}`, 202},
+		{http.MethodPost, "/v1/ops/events/{provider}/{event_id}/discard", "/v1/ops/events/stripe/evt_doc1/discard", "doc-d", `{"reason":"r"}`, 200},
 		{http.MethodPost, "/v1/ops/replay", "/v1/ops/replay", "doc-bulk", `{"status":"poison"}`, 202},
 		{http.MethodGet, "/v1/ops/audit", "/v1/ops/audit", "", "", 200},
-		{http.MethodPost, "/v1/ops/events/stripe/{event_id}/discard", "/v1/ops/events/stripe/evt_doc1/discard", "", "", 400},
-		{http.MethodPost, "/v1/ops/events/stripe/{event_id}/discard", "/v1/ops/events/stripe/evt_none/discard", "doc-404", `{"reason":"r"}`, 404},
+		{http.MethodPost, "/v1/ops/events/{provider}/{event_id}/discard", "/v1/ops/events/stripe/evt_doc1/discard", "", "", 400},
+		{http.MethodPost, "/v1/ops/events/{provider}/{event_id}/discard", "/v1/ops/events/stripe/evt_none/discard", "doc-404", `{"reason":"r"}`, 404},
 		{http.MethodGet, "/v1/ops/poison", "/v1/ops/poison", "", "", 401},
 	} {
 		token := opsTok
@@ -383,4 +383,11 @@ func TestOpsAnswersMatchTheDocument(t *testing.T) {
 		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &v))
 		sc.check(where, media["schema"].(map[string]any), v)
 	}
+}
+
+func adyenReceiver(t *testing.T) provider.Receiver {
+	t.Helper()
+	r, err := adyen.NewReceiver(adyen.Config{HMACKeys: [][]byte{[]byte("openapi-test-key")}})
+	require.NoError(t, err)
+	return r
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,8 +20,8 @@ import (
 
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/strictjson"
-	"github.com/paygate/paygate/webhook"
 )
 
 // opsState is what the operations layer adds to the Server.
@@ -245,7 +246,7 @@ func (s *Server) replayEvent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ev, err := s.config.Jobs.ReplayEventTx(c.Request().Context(), tx, webhook.ProviderStripe, c.Param("event_id"),
+	ev, err := s.config.Jobs.ReplayEventTx(c.Request().Context(), tx, c.Param("provider"), c.Param("event_id"),
 		s.operation(c, strings.TrimSpace(body.Reason)))
 	if err != nil {
 		return err
@@ -270,7 +271,7 @@ func (s *Server) discardEvent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ev, err := s.config.Jobs.DiscardEventTx(c.Request().Context(), tx, webhook.ProviderStripe, c.Param("event_id"), s.operation(c, reason))
+	ev, err := s.config.Jobs.DiscardEventTx(c.Request().Context(), tx, c.Param("provider"), c.Param("event_id"), s.operation(c, reason))
 	if errors.Is(err, inbox.ErrAlreadyProcessed) {
 		// An answer, not a failure: stored under the key like any other.
 		return writeProblem(c, Problem{Type: docs + "#poison-queue", Title: "Event already processed",
@@ -331,7 +332,9 @@ func (s *Server) listAudit(c echo.Context) error {
 	}
 	f := inbox.AuditFilter{EventID: c.QueryParam("event_id")}
 	if f.EventID != "" {
-		f.Provider = webhook.ProviderStripe
+		// An event id means something within its provider only; Stripe's
+		// is the default, as before there were others.
+		f.Provider = cmp.Or(c.QueryParam("provider"), stripe.Name)
 	}
 	entries, next, err := inbox.ListAudit(c.Request().Context(), s.config.Pool, f, page)
 	if err != nil {

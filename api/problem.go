@@ -46,6 +46,10 @@ func problemFor(err error) Problem {
 		return p(http.StatusBadRequest, "webhooks", "Signature timestamp outside tolerance")
 	case errors.Is(err, webhook.ErrNotAnEvent):
 		return p(http.StatusBadRequest, "webhooks", "Not an event")
+	case errors.Is(err, webhook.ErrUnauthenticated):
+		return p(http.StatusUnauthorized, "webhooks", "Webhook not authenticated")
+	case errors.Is(err, webhook.ErrUnknownSource):
+		return p(http.StatusNotFound, "webhooks", "Unknown webhook source")
 	case errors.Is(err, webhook.ErrBodyTooLarge):
 		return p(http.StatusRequestEntityTooLarge, "webhooks", "Body too large")
 	case errors.Is(err, webhook.ErrNotConfigured):

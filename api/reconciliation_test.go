@@ -20,8 +20,8 @@ import (
 	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/internal/worldtest"
 	"github.com/paygate/paygate/jobs"
+	striperef "github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/reconcile"
-	"github.com/paygate/paygate/webhook"
 )
 
 type reconBundle struct {
@@ -48,7 +48,7 @@ func setupReconciliation(t *testing.T) *reconBundle {
 	worker.Runner = reconcile.New(reconcile.Config{
 		Pool: b.world.Pool, Provider: provider, RecoveryWait: 10 * time.Second,
 		Ingester: reconcile.IngesterFunc(func(ctx context.Context, payload []byte) (bool, error) {
-			ev, err := webhook.DecodeStripeEvent(payload)
+			ev, err := striperef.DecodeEvent(payload)
 			if err != nil {
 				return false, err
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/paygate/paygate/internal/testdb"
 	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/webhook"
 )
 
@@ -66,7 +67,7 @@ func TestAppRoleRunsTheWholePath(t *testing.T) {
 	ingest := func(events ...stripesim.Event) {
 		t.Helper()
 		for _, e := range events {
-			ev, err := webhook.DecodeStripeEvent(e.Payload)
+			ev, err := stripe.DecodeEvent(e.Payload)
 			require.NoError(t, err)
 			_, err = in.Ingest(ctx, ev)
 			require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/provider"
 	"github.com/paygate/paygate/statemachine"
 )
 
@@ -190,9 +191,9 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 			continue
 		}
 		seen[k] = true
-		fx, err := StripeEffects(ev.Payload)
+		fx, err := effectsOf(ev)
 		switch {
-		case errors.Is(err, errIgnored):
+		case errors.Is(err, provider.ErrIgnored):
 			writes.statuses = append(writes.statuses, applied(k, inbox.StatusIgnored))
 		case err != nil:
 			outcomes[i] = err
@@ -289,6 +290,12 @@ func (a *applier) fold(ev inbox.Event, fx Effects, pa *paymentApply, posted map[
 	}
 
 	p := pa.payment
+	if p.Provider != ev.Provider {
+		// Payment ids are unique across providers in practice (pi_…, ch_…,
+		// Adyen's 16-character references); one that is not would merge
+		// two providers' money into one payment.
+		return fmt.Errorf("%w: payment %s belongs to provider %s, not %s", ErrPermanent, p.ID, p.Provider, ev.Provider)
+	}
 	var previous statemachine.State
 	if len(pa.facts) > 0 {
 		previous = p.State

@@ -18,6 +18,7 @@ import (
 	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/internal/testdb"
 	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/webhook"
 )
 
@@ -45,7 +46,7 @@ func (b *sweepBundle) ingest(t *testing.T, events ...stripesim.Event) {
 	t.Helper()
 	in := &webhook.TxIngester{Pool: b.pool, Enqueue: b.jobs}
 	for _, e := range events {
-		ev, err := webhook.DecodeStripeEvent(e.Payload)
+		ev, err := stripe.DecodeEvent(e.Payload)
 		require.NoError(t, err)
 		_, err = in.Ingest(b.ctx, ev)
 		require.NoError(t, err)

@@ -19,10 +19,6 @@ import (
 // that its event is poison, when the database refused the first time.
 const recordRetryDelay = 5 * time.Second
 
-// ErrPermanent marks a failure that no retry can fix (an impossible amount,
-// an unknown currency, a ref conflict): the event becomes poison at once.
-var ErrPermanent = errors.New("permanent failure")
-
 // ProcessEventWorker applies one inbox event: its facts, its ledger
 // transactions, the payment's state, its emails and the inbox status commit
 // in one transaction, so a crash at any point either applied everything or

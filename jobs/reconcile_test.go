@@ -12,8 +12,8 @@ import (
 	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/internal/worldtest"
 	"github.com/paygate/paygate/jobs"
+	striperef "github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/reconcile"
-	"github.com/paygate/paygate/webhook"
 )
 
 type reconcileBundle struct {
@@ -38,7 +38,7 @@ func setupReconcile(t *testing.T, schedule *jobs.CronSchedule) *reconcileBundle 
 	b.runner = reconcile.New(reconcile.Config{
 		Pool: b.world.Pool, Provider: provider, RecoveryWait: 10 * time.Second,
 		Ingester: reconcile.IngesterFunc(func(ctx context.Context, payload []byte) (bool, error) {
-			ev, err := webhook.DecodeStripeEvent(payload)
+			ev, err := striperef.DecodeEvent(payload)
 			if err != nil {
 				return false, err
 			}

@@ -130,6 +130,18 @@ func NewCapture(ref, paymentID, eventID, currency string, amount decimal.Decimal
 	return newByRule(KindCapture, ref, paymentID, eventID, currency, amount, at)
 }
 
+// NewCaptureReversal records a capture that did not bring the money in
+// after all (Adyen's CAPTURE_FAILED): Dr sales, Cr provider_balance. It is
+// an adjustment, the correction of a posted capture, whose own transaction
+// stays.
+func NewCaptureReversal(ref, paymentID, eventID, currency string, amount decimal.Decimal, at time.Time) Transaction {
+	return Transaction{
+		Ref: ref, Kind: KindAdjustment, Currency: currency, OccurredAt: at,
+		PaymentID: paymentID, EventID: eventID,
+		Entries: []Entry{Debit(AccountSales, amount), Credit(AccountProviderBalance, amount)},
+	}
+}
+
 // NewRefund records a refund that succeeded: Dr refunds, Cr provider_balance.
 func NewRefund(ref, paymentID, eventID, currency string, amount decimal.Decimal, at time.Time) Transaction {
 	return newByRule(KindRefund, ref, paymentID, eventID, currency, amount, at)

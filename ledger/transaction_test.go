@@ -25,6 +25,7 @@ func TestConstructorsFollowThePostingRules(t *testing.T) {
 		payment       string
 	}{
 		{ledger.NewCapture("r", "pi", "evt", "usd", amt, t0), ledger.KindCapture, ledger.AccountProviderBalance, ledger.AccountSales, "pi"},
+		{ledger.NewCaptureReversal("r", "pi", "evt", "usd", amt, t0), ledger.KindAdjustment, ledger.AccountSales, ledger.AccountProviderBalance, "pi"},
 		{ledger.NewRefund("r", "pi", "evt", "usd", amt, t0), ledger.KindRefund, ledger.AccountRefunds, ledger.AccountProviderBalance, "pi"},
 		{ledger.NewRefundReversal("r", "pi", "evt", "usd", amt, t0), ledger.KindRefundReversal, ledger.AccountProviderBalance, ledger.AccountRefunds, "pi"},
 		{ledger.NewDisputeWithdrawal("r", "pi", "evt", "usd", amt, t0), ledger.KindDisputeWithdrawal, ledger.AccountDisputeLosses, ledger.AccountProviderBalance, "pi"},

@@ -20,7 +20,6 @@ import (
 	"github.com/paygate/paygate/ledger"
 	striperef "github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/reconcile"
-	"github.com/paygate/paygate/webhook"
 )
 
 // day is the scripted UTC day most tests reconcile.
@@ -82,7 +81,7 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 // ingester is the webhook's ingest path, as cmd wires it.
 func ingester(w *worldtest.World) reconcile.Ingester {
 	return reconcile.IngesterFunc(func(ctx context.Context, payload []byte) (bool, error) {
-		ev, err := webhook.DecodeStripeEvent(payload)
+		ev, err := striperef.DecodeEvent(payload)
 		if err != nil {
 			return false, err
 		}

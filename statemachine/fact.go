@@ -22,6 +22,10 @@ const (
 	FactAuthorized FactKind = "authorized"
 	// FactCaptured means a charge captured Amount; ObjectID is the charge id.
 	FactCaptured FactKind = "captured"
+	// FactCaptureFailed means capture ObjectID did not bring the money in
+	// after all (Adyen's CAPTURE_FAILED: the scheme refused it). It cancels
+	// that capture whether it arrives before or after the capture's report.
+	FactCaptureFailed FactKind = "capture_failed"
 	// FactPaymentFailed means an attempt failed.
 	FactPaymentFailed FactKind = "payment_failed"
 	// FactCanceled means the payment was canceled.
@@ -74,6 +78,7 @@ var kindRules = map[FactKind]kindRule{
 	FactProcessing:             {},
 	FactAuthorized:             {money: true, observation: true},
 	FactCaptured:               {money: true, object: true},
+	FactCaptureFailed:          {money: true, object: true},
 	FactPaymentFailed:          {},
 	FactCanceled:               {},
 	FactRefundSucceeded:        {money: true, object: true},

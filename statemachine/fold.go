@@ -68,6 +68,7 @@ func Fold(facts []Fact) Summary {
 		places                       int32
 		amount, floor                decimal.Decimal
 		captures                     = map[string]decimal.Decimal{}
+		failedCaptures               = map[string]bool{}
 		refunds                      = map[string]*refund{}
 		disputes                     = map[string]*dispute{}
 	)
@@ -106,6 +107,8 @@ func Fold(facts []Fact) Summary {
 			amount = maxDec(amount, f.Amount)
 		case FactCaptured:
 			captures[f.ObjectID] = maxDec(captures[f.ObjectID], f.Amount)
+		case FactCaptureFailed:
+			failedCaptures[f.ObjectID] = true
 		case FactPaymentFailed:
 			failed = true
 		case FactCanceled:
@@ -136,8 +139,10 @@ func Fold(facts []Fact) Summary {
 	}
 
 	var captured, refunded, known, disputed decimal.Decimal
-	for _, c := range captures {
-		captured = captured.Add(c)
+	for id, c := range captures {
+		if !failedCaptures[id] {
+			captured = captured.Add(c)
+		}
 	}
 	for _, r := range refunds {
 		known = known.Add(r.amount)

@@ -34,23 +34,25 @@ func NewTransition(from, to State, f Fact) (Transition, bool) {
 //
 // Some rows look backwards and are not bugs: a refund_failed undoes a
 // refund (refunded → succeeded, or all the way back to processing when
-// nothing was captured), and a dispute closed won uncovers whatever the
-// payment was underneath (disputed → anything). What can never happen is
-// losing a capture (succeeded, refunded, partially refunded with a capture
-// never go back to canceled, requires_capture, failed or processing),
-// forgetting an authorization, a cancellation or a failure, or leaving
-// dispute_lost.
+// nothing was captured), a capture_failed undoes a capture (succeeded or
+// refunded → whatever lay beneath: requires_capture, canceled, failed,
+// processing), and a dispute closed won uncovers whatever the payment was
+// underneath (disputed → anything). What can never happen is forgetting an
+// authorization, a cancellation or a failure, or leaving dispute_lost; and
+// only a capture_failed loses a capture.
 var allowed = map[State][]State{
 	StateProcessing: {StateProcessing, StateRequiresCapture, StateSucceeded, StatePartiallyRefunded,
 		StateRefunded, StateDisputed, StateDisputeLost, StateCanceled, StateFailed},
 	StateRequiresCapture: {StateRequiresCapture, StateSucceeded, StatePartiallyRefunded,
 		StateRefunded, StateDisputed, StateDisputeLost, StateCanceled},
-	StateSucceeded: {StateSucceeded, StatePartiallyRefunded, StateRefunded, StateDisputed, StateDisputeLost},
+	StateSucceeded: {StateProcessing, StateRequiresCapture, StateSucceeded, StatePartiallyRefunded,
+		StateRefunded, StateDisputed, StateDisputeLost, StateCanceled, StateFailed},
 	// A refund seen before any capture is partially_refunded; if it then
 	// fails, whatever lay beneath (even processing) shows again.
 	StatePartiallyRefunded: {StateProcessing, StateRequiresCapture, StateSucceeded, StatePartiallyRefunded,
 		StateRefunded, StateDisputed, StateDisputeLost, StateCanceled, StateFailed},
-	StateRefunded: {StateSucceeded, StatePartiallyRefunded, StateRefunded, StateDisputed, StateDisputeLost},
+	StateRefunded: {StateProcessing, StateRequiresCapture, StateSucceeded, StatePartiallyRefunded,
+		StateRefunded, StateDisputed, StateDisputeLost, StateCanceled, StateFailed},
 	StateDisputed: {StateProcessing, StateRequiresCapture, StateSucceeded, StatePartiallyRefunded,
 		StateRefunded, StateDisputed, StateDisputeLost, StateCanceled, StateFailed},
 	StateDisputeLost: {StateDisputeLost},

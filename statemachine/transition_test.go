@@ -18,9 +18,9 @@ var wantAllowed = map[sm.State]string{
 	//                         DL D R PR S C RC F P
 	sm.StateDisputeLost:       "x . . .  . . .  . .",
 	sm.StateDisputed:          "x x x x  x x x  x x",
-	sm.StateRefunded:          "x x x x  x . .  . .",
+	sm.StateRefunded:          "x x x x  x x x  x x",
 	sm.StatePartiallyRefunded: "x x x x  x x x  x x",
-	sm.StateSucceeded:         "x x x x  x . .  . .",
+	sm.StateSucceeded:         "x x x x  x x x  x x",
 	sm.StateCanceled:          "x x x x  x x .  . .",
 	sm.StateRequiresCapture:   "x x x x  x x x  . .",
 	sm.StateFailed:            "x x x x  x x x  x .",
@@ -88,13 +88,15 @@ func TestAllowed(t *testing.T) {
 }
 
 // universe is a small set of facts rich enough to reach every transition
-// the fold can make: two captures so a capture can undo "refunded", two
+// the fold can make: two captures so a capture can undo "refunded", and a
+// failure of one of them, two
 // refunds and a failure of one, a floor, a dispute that can be won or lost
 // and a second, open one.
 var universe = []sm.Fact{
 	usd(sm.FactAuthorized, "pi_1", "100.00"),
 	usd(sm.FactCaptured, "ch_1", "100.00"),
 	usd(sm.FactCaptured, "ch_2", "50.00"),
+	usd(sm.FactCaptureFailed, "ch_2", "50.00"),
 	usd(sm.FactPaymentFailed, "ch_0", ""),
 	usd(sm.FactCanceled, "pi_1", ""),
 	usd(sm.FactRefundSucceeded, "re_1", "100.00"),
@@ -126,9 +128,12 @@ type pair struct{ from, to sm.State }
 // false TransitionError would poison a good event) nor allows one it cannot.
 //
 // It also records the pairs that adding one single fact makes: they are the
-// table minus four pairs that need a capture and a refund together (as one
-// charge.refunded event delivers them). The table allows those four because
-// the worker folds in all of an event's facts at once.
+// table minus eight pairs. Four need a capture and a refund together (as one
+// charge.refunded event delivers them), which the table allows because the
+// worker folds in all of an event's facts at once. Four need a capture
+// failure and a refund failure (refunded → whatever lay beneath the
+// capture): the table is what adding facts can reach, and a payment can
+// reach them in two steps through partially_refunded.
 func TestTransitionTableMatchesFold(t *testing.T) {
 	t.Parallel()
 	n := uint(len(universe))
@@ -162,6 +167,10 @@ func TestTransitionTableMatchesFold(t *testing.T) {
 		{sm.StateRequiresCapture, sm.StateRefunded}: true,
 		{sm.StateCanceled, sm.StateRefunded}:        true,
 		{sm.StateFailed, sm.StateRefunded}:          true,
+		{sm.StateRefunded, sm.StateProcessing}:      true,
+		{sm.StateRefunded, sm.StateFailed}:          true,
+		{sm.StateRefunded, sm.StateRequiresCapture}: true,
+		{sm.StateRefunded, sm.StateCanceled}:        true,
 	}
 	for _, from := range states {
 		for _, to := range states {

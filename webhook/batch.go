@@ -4,15 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/paygate/paygate/inbox"
 )
 
 // Defaults of BatchConfig.
@@ -72,14 +69,16 @@ type BatchIngester struct {
 
 var _ Ingester = (*BatchIngester)(nil)
 
+// batchRequest is one caller's events: they commit together or not at all,
+// in whatever batch they land.
 type batchRequest struct {
 	ctx    context.Context // the caller's: a caller that gave up is left out of a batch not yet begun
-	event  Event
+	events []Event
 	result chan batchResult // buffered: a flusher never waits for a caller
 }
 
 type batchResult struct {
-	duplicate bool
+	duplicate []bool
 	err       error
 }
 
@@ -137,24 +136,34 @@ func NewBatchIngester(config BatchConfig) *BatchIngester {
 // finds the event stored and is answered duplicate:true. A caller that gave
 // up before its batch began is left out of it.
 func (b *BatchIngester) Ingest(ctx context.Context, e Event) (duplicate bool, err error) {
-	r := &batchRequest{ctx: ctx, event: e, result: make(chan batchResult, 1)}
+	dup, err := b.IngestAll(ctx, []Event{e})
+	if err != nil {
+		return false, err
+	}
+	return dup[0], nil
+}
+
+// IngestAll implements Ingester: events share a batch, always the same
+// one, and commit together or not at all, like Ingest's one event.
+func (b *BatchIngester) IngestAll(ctx context.Context, events []Event) (duplicate []bool, err error) {
+	r := &batchRequest{ctx: ctx, events: events, result: make(chan batchResult, 1)}
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
-		return false, fmt.Errorf("%w: ingester closed", ErrUnavailable)
+		return nil, fmt.Errorf("%w: ingester closed", ErrUnavailable)
 	}
 	select {
 	case b.requests <- r:
 		b.mu.RUnlock()
 	case <-ctx.Done():
 		b.mu.RUnlock()
-		return false, unavailable(ctx.Err())
+		return nil, unavailable(ctx.Err())
 	}
 	select {
 	case res := <-r.result:
 		return res.duplicate, res.err
 	case <-ctx.Done():
-		return false, unavailable(ctx.Err())
+		return nil, unavailable(ctx.Err())
 	}
 }
 
@@ -187,17 +196,18 @@ func (b *BatchIngester) collect() {
 		}
 		batch := make([]*batchRequest, 1, b.config.MaxEvents)
 		batch[0] = first
+		events := len(first.events)
 		open := true
 		timer.Reset(b.config.MaxWait)
 	fill:
-		for len(batch) < b.config.MaxEvents {
+		for events < b.config.MaxEvents {
 			select {
 			case r, ok := <-b.requests:
 				if !ok {
 					open = false
 					break fill
 				}
-				batch = append(batch, r)
+				batch, events = append(batch, r), events+len(r.events)
 			case <-timer.C:
 				break fill
 			}
@@ -205,7 +215,7 @@ func (b *BatchIngester) collect() {
 		timer.Stop()
 	handoff:
 		for {
-			if !open || len(batch) >= b.config.MaxEvents {
+			if !open || events >= b.config.MaxEvents {
 				b.batches <- batch
 				break
 			}
@@ -217,7 +227,7 @@ func (b *BatchIngester) collect() {
 					open = false
 					continue
 				}
-				batch = append(batch, r)
+				batch, events = append(batch, r), events+len(r.events)
 			}
 		}
 		if !open { // closed and drained: a closed channel yields what it holds first
@@ -247,12 +257,12 @@ func (b *BatchIngester) flush(batch []*batchRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.config.Timeout)
 	defer cancel()
 	start := time.Now()
-	created, err := b.commit(ctx, live)
+	duplicates, err := b.commit(ctx, live)
 	b.commits.Observe(time.Since(start).Seconds())
 	if err == nil {
-		b.sizes.Observe(float64(len(live)))
+		b.sizes.Observe(float64(countEvents(live)))
 		for i, r := range live {
-			r.result <- batchResult{duplicate: !created[i]}
+			r.result <- batchResult{duplicate: duplicates[i]}
 		}
 		return
 	}
@@ -262,19 +272,19 @@ func (b *BatchIngester) flush(batch []*batchRequest) {
 	}
 	// The database refused the batch as a whole. One event it can never
 	// store (a NUL in an id, say) would otherwise fail every neighbour on
-	// each of the provider's retries: try each event alone, in arrival
-	// order, so copies of one event still get one new and the rest
-	// duplicate.
-	b.config.Logger.Warn("ingest batch failed; committing its events one by one",
-		"events", len(live), "error", err.Error())
+	// each of the provider's retries: try each request alone (its events
+	// still together), in arrival order, so copies of one event still get
+	// one new and the rest duplicate.
+	b.config.Logger.Warn("ingest batch failed; committing its requests one by one",
+		"requests", len(live), "events", countEvents(live), "error", err.Error())
 	for _, r := range live {
-		created, err := b.commit(ctx, []*batchRequest{r})
+		duplicates, err := b.commit(ctx, []*batchRequest{r})
 		if err != nil {
 			b.fail([]*batchRequest{r}, err)
 			continue
 		}
-		b.sizes.Observe(1)
-		r.result <- batchResult{duplicate: !created[0]}
+		b.sizes.Observe(float64(len(r.events)))
+		r.result <- batchResult{duplicate: duplicates[0]}
 	}
 }
 
@@ -288,40 +298,33 @@ func (b *BatchIngester) fail(reqs []*batchRequest, err error) {
 	}
 }
 
-// commit stores reqs' events with one multi-row insert, and the jobs of the
-// new ones with one insert per provider, in one transaction. created[i]
-// reports whether reqs[i] is the first copy of an event the inbox did not
-// have.
-func (b *BatchIngester) commit(ctx context.Context, reqs []*batchRequest) (created []bool, err error) {
-	events := make([]inbox.Event, len(reqs))
-	for i, r := range reqs {
-		events[i] = toInbox(r.event)
+// commit stores every request's events, and the jobs of the new ones, in
+// one transaction. duplicates[i][j] reports whether reqs[i].events[j] is not
+// the first copy of an event the inbox did not have.
+func (b *BatchIngester) commit(ctx context.Context, reqs []*batchRequest) (duplicates [][]bool, err error) {
+	events := make([]Event, 0, countEvents(reqs))
+	for _, r := range reqs {
+		events = append(events, r.events...)
 	}
+	var flat []bool
 	err = pgx.BeginFunc(ctx, b.config.Pool, func(tx pgx.Tx) error {
-		var err error
-		if created, err = inbox.InsertManyTx(ctx, tx, events); err != nil {
-			return err
-		}
-		fresh := map[string][]string{}
-		for i, c := range created {
-			if c {
-				fresh[events[i].Provider] = append(fresh[events[i].Provider], events[i].EventID)
-			}
-		}
-		providers := make([]string, 0, len(fresh))
-		for p := range fresh {
-			providers = append(providers, p)
-		}
-		sort.Strings(providers)
-		for _, p := range providers {
-			if err := b.config.Enqueue.InsertProcessEventsTx(ctx, tx, p, fresh[p]); err != nil {
-				return err
-			}
-		}
-		return nil
+		flat, err = insertTx(ctx, tx, b.config.Enqueue, events)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return created, nil
+	duplicates = make([][]bool, len(reqs))
+	for i, r := range reqs {
+		duplicates[i], flat = flat[:len(r.events):len(r.events)], flat[len(r.events):]
+	}
+	return duplicates, nil
+}
+
+func countEvents(reqs []*batchRequest) int {
+	n := 0
+	for _, r := range reqs {
+		n += len(r.events)
+	}
+	return n
 }

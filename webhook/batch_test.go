@@ -15,6 +15,7 @@ import (
 
 	"github.com/paygate/paygate/internal/testdb"
 	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/webhook"
 )
 
@@ -61,7 +62,7 @@ func (b *batchBundle) count(t testing.TB, sql string, args ...any) int {
 
 func event(t testing.TB, id string) webhook.Event {
 	t.Helper()
-	e, err := webhook.DecodeStripeEvent(eventBody(id))
+	e, err := stripe.DecodeEvent(eventBody(id))
 	require.NoError(t, err)
 	return e
 }
@@ -328,7 +329,7 @@ func BenchmarkIngest(b *testing.B) {
 			jc, err := jobs.NewClient(pool, jobs.Config{InsertOnly: true})
 			require.NoError(b, err)
 			in := ingesters()[name](b, pool, jc)
-			proto, err := webhook.DecodeStripeEvent(eventBody("evt_bench"))
+			proto, err := stripe.DecodeEvent(eventBody("evt_bench"))
 			require.NoError(b, err)
 			var seq sync.Mutex
 			n := 0

@@ -10,6 +10,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paygate/paygate/provider"
 )
 
 // DefaultMaxBodyBytes is the largest webhook body accepted by default.
@@ -17,18 +19,25 @@ const DefaultMaxBodyBytes = 1 << 20
 
 // Config configures the webhook endpoints.
 type Config struct {
-	Ingester      Ingester
-	StripeSecrets []string // every secret is accepted: rotation
-	MaxBodyBytes  int64    // default DefaultMaxBodyBytes
-	Tolerance     time.Duration
-	Logger        *slog.Logger
-	Registerer    prometheus.Registerer // nil: metrics are not registered
-	Now           func() time.Time      // for tests; default time.Now
+	Ingester Ingester
+	// Receivers are the providers, each served at POST /webhooks/{Name}.
+	// A provider without keys is still given (it answers 503), so that its
+	// sender is told to retry rather than that the route does not exist.
+	Receivers []provider.Receiver
+	// Sources are the Standard Webhooks senders, each served at
+	// POST /webhooks/standard/{Name}. With none, that route answers 503;
+	// with some, an unknown name answers 404.
+	Sources      []provider.Receiver
+	MaxBodyBytes int64 // default DefaultMaxBodyBytes
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer // nil: metrics are not registered
+	Now          func() time.Time      // for tests; default time.Now
 }
 
-// Handler serves POST /webhooks/stripe.
+// Handler serves the webhook routes.
 type Handler struct {
 	config   Config
+	sources  map[string]provider.Receiver
 	results  *prometheus.CounterVec
 	duration prometheus.Histogram
 }
@@ -38,9 +47,6 @@ func NewHandler(config Config) *Handler {
 	if config.MaxBodyBytes <= 0 {
 		config.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if config.Tolerance <= 0 {
-		config.Tolerance = DefaultTolerance
-	}
 	if config.Logger == nil {
 		config.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -48,16 +54,20 @@ func NewHandler(config Config) *Handler {
 		config.Now = time.Now
 	}
 	h := &Handler{
-		config: config,
+		config:  config,
+		sources: make(map[string]provider.Receiver, len(config.Sources)),
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paygate_webhooks_total",
 			Help: "Webhook requests by provider and result.",
 		}, []string{"provider", "result"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "paygate_inbox_insert_seconds",
-			Help:    "Time to commit a webhook event and its job to the inbox.",
+			Help:    "Time to commit a webhook request's events and their jobs to the inbox.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
+	}
+	for _, s := range config.Sources {
+		h.sources[s.Name()] = s
 	}
 	if config.Registerer != nil {
 		config.Registerer.MustRegister(h.results, h.duration)
@@ -67,25 +77,37 @@ func NewHandler(config Config) *Handler {
 
 // Register mounts the webhook routes.
 func (h *Handler) Register(e *echo.Echo) {
-	e.POST("/webhooks/stripe", h.stripe)
+	for _, r := range h.config.Receivers {
+		e.POST("/webhooks/"+r.Name(), func(c echo.Context) error { return h.serve(c, r.Name(), r) })
+	}
+	e.POST("/webhooks/standard/:source", h.standard)
 }
 
-// Response is the body of a 200 answer.
-type Response struct {
-	Received  bool `json:"received"`
-	Duplicate bool `json:"duplicate"`
+// standardLabel is the metrics label of Standard Webhooks requests to no
+// configured source: a sender must not be able to mint label values.
+const standardLabel = "standard"
+
+func (h *Handler) standard(c echo.Context) error {
+	name := c.Param("source")
+	r, ok := h.sources[name]
+	switch {
+	case len(h.sources) == 0:
+		h.results.WithLabelValues(standardLabel, "not_configured").Inc()
+		return ErrNotConfigured
+	case !ok:
+		h.results.WithLabelValues(standardLabel, "unknown_source").Inc()
+		return ErrUnknownSource
+	}
+	return h.serve(c, name, r)
 }
 
-func (h *Handler) stripe(c echo.Context) error {
-	result, err := h.handleStripe(c)
-	h.results.WithLabelValues(ProviderStripe, result).Inc()
+func (h *Handler) serve(c echo.Context, label string, r provider.Receiver) error {
+	result, err := h.handle(c, r)
+	h.results.WithLabelValues(label, result).Inc()
 	return err
 }
 
-func (h *Handler) handleStripe(c echo.Context) (result string, err error) {
-	if len(h.config.StripeSecrets) == 0 {
-		return "not_configured", ErrNotConfigured
-	}
+func (h *Handler) handle(c echo.Context, r provider.Receiver) (result string, err error) {
 	req := c.Request()
 	if req.ContentLength > h.config.MaxBodyBytes {
 		return "too_large", ErrBodyTooLarge
@@ -98,29 +120,41 @@ func (h *Handler) handleStripe(c echo.Context) (result string, err error) {
 		}
 		return "read_error", echo.NewHTTPError(http.StatusBadRequest, "could not read the request body")
 	}
-	if err := VerifyStripeSignature(body, req.Header.Get("Stripe-Signature"), h.config.StripeSecrets, h.config.Now(), h.config.Tolerance); err != nil {
-		return "bad_signature", err
-	}
-	event, err := DecodeStripeEvent(body)
+	events, err := r.Receive(req.Header, body, h.config.Now())
 	if err != nil {
-		return "not_an_event", err
+		return resultOf(err), err
 	}
 
 	ctx, cancel := context.WithTimeout(req.Context(), ingestTimeout)
 	defer cancel()
 	start := time.Now()
-	duplicate, err := h.config.Ingester.Ingest(ctx, event)
+	duplicate, err := h.config.Ingester.IngestAll(ctx, events)
 	if err != nil {
 		return "unavailable", err
 	}
 	h.duration.Observe(time.Since(start).Seconds())
-	if duplicate {
-		result = "duplicate"
-	} else {
-		result = "received"
+	result = "duplicate"
+	for i, ev := range events {
+		if !duplicate[i] {
+			result = "received"
+		}
+		h.config.Logger.InfoContext(ctx, "webhook received", "provider", ev.Provider,
+			"event_id", ev.ID, "type", ev.Type, "duplicate", duplicate[i],
+			"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
 	}
-	h.config.Logger.InfoContext(ctx, "webhook received", "provider", ProviderStripe,
-		"event_id", event.ID, "type", event.Type, "duplicate", duplicate,
-		"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
-	return result, c.JSON(http.StatusOK, Response{Received: true, Duplicate: duplicate})
+	answer := r.Acknowledge(events, duplicate)
+	return result, c.Blob(answer.Status, answer.ContentType, answer.Body)
+}
+
+// resultOf is the metrics label of a refused request.
+func resultOf(err error) string {
+	switch {
+	case errors.Is(err, ErrNotConfigured):
+		return "not_configured"
+	case errors.Is(err, ErrNotAnEvent):
+		return "not_an_event"
+	case errors.Is(err, ErrUnauthenticated):
+		return "unauthenticated"
+	}
+	return "bad_signature"
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/internal/testdb"
 	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/provider"
+	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/webhook"
 )
 
@@ -40,7 +42,7 @@ func setup(t *testing.T, ingester func(pool *pgxpool.Pool, jc *jobs.Client) webh
 		}
 	}
 	e, _ := api.NewEcho(api.Config{Pool: pool})
-	cfg := webhook.Config{Ingester: ingester(pool, jc), StripeSecrets: []string{secretA, secretB}, MaxBodyBytes: 4096}
+	cfg := webhook.Config{Ingester: ingester(pool, jc), Receivers: []provider.Receiver{stripe.NewReceiver([]string{secretA, secretB}, 0)}, MaxBodyBytes: 4096}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -71,9 +73,9 @@ func (b *testBundle) count(t testing.TB, sql string, args ...any) int {
 	return n
 }
 
-func decode(t testing.TB, rec *httptest.ResponseRecorder) webhook.Response {
+func decode(t testing.TB, rec *httptest.ResponseRecorder) stripe.Acknowledgement {
 	t.Helper()
-	var r webhook.Response
+	var r stripe.Acknowledgement
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r), rec.Body.String())
 	return r
 }
@@ -85,7 +87,7 @@ func TestStripeWebhookStoresRawEventAndJob(t *testing.T) {
 
 	rec := b.post(t, body, sign(t, body, secretA, time.Now()))
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-	require.Equal(t, webhook.Response{Received: true, Duplicate: false}, decode(t, rec))
+	require.Equal(t, stripe.Acknowledgement{Received: true, Duplicate: false}, decode(t, rec))
 
 	var stored []byte
 	var typ, status, apiVersion string
@@ -100,7 +102,7 @@ func TestStripeWebhookStoresRawEventAndJob(t *testing.T) {
 
 	rec = b.post(t, body, sign(t, body, secretB, time.Now()))
 	require.Equal(t, http.StatusOK, rec.Code)
-	require.Equal(t, webhook.Response{Received: true, Duplicate: true}, decode(t, rec))
+	require.Equal(t, stripe.Acknowledgement{Received: true, Duplicate: true}, decode(t, rec))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM inbox_events`))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job`), "a duplicate enqueues nothing")
 }
@@ -150,7 +152,7 @@ func TestStripeWebhookMethodNotAllowed(t *testing.T) {
 
 func TestStripeWebhookWithoutSecretsAnswers503(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(c *webhook.Config) { c.StripeSecrets = nil })
+	b := setup(t, nil, func(c *webhook.Config) { c.Receivers = []provider.Receiver{stripe.NewReceiver(nil, 0)} })
 	body := eventBody("evt_nosecret")
 	rec := b.post(t, body, sign(t, body, secretA, time.Now()))
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
@@ -250,8 +252,8 @@ func TestDatabaseDownAnswers503Quickly(t *testing.T) {
 	require.NoError(t, err)
 	e, _ := api.NewEcho(api.Config{Pool: pool})
 	webhook.NewHandler(webhook.Config{
-		Ingester:      &webhook.TxIngester{Pool: pool, Enqueue: jc},
-		StripeSecrets: []string{secretA},
+		Ingester:  &webhook.TxIngester{Pool: pool, Enqueue: jc},
+		Receivers: []provider.Receiver{stripe.NewReceiver([]string{secretA}, 0)},
 	}).Register(e)
 
 	body := eventBody("evt_down")

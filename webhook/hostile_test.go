@@ -13,6 +13,7 @@ import (
 
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/webhook"
 )
 
@@ -119,7 +120,7 @@ func TestDistinctInvalidIDsAreNotMerged(t *testing.T) {
 	body := hostileEnvelope(`"evt_merge_\ufffd"`, `"payment_intent.succeeded"`, now)
 	rec := b.post(t, body, sign(t, body, secretA, time.Now()))
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-	require.Equal(t, webhook.Response{Received: true, Duplicate: false}, decode(t, rec))
+	require.Equal(t, stripe.Acknowledgement{Received: true, Duplicate: false}, decode(t, rec))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM inbox_events WHERE event_id = $1`, "evt_merge_\uFFFD"))
 }
 
@@ -152,6 +153,6 @@ func TestStoredIdentityIsWhatPostgresReads(t *testing.T) {
 	genuine := hostileEnvelope(`"evt_same_B"`, `"payment_intent.succeeded"`, fmt.Sprint(created.Unix()))
 	rec = b.post(t, genuine, sign(t, genuine, secretA, time.Now()))
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-	require.Equal(t, webhook.Response{Received: true, Duplicate: false}, decode(t, rec), "the genuine evt_same_B is new")
+	require.Equal(t, stripe.Acknowledgement{Received: true, Duplicate: false}, decode(t, rec), "the genuine evt_same_B is new")
 	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM inbox_events`))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,6 +28,11 @@ type Ingester interface {
 	// Ingest returns only after the event and, when it is new, its job are
 	// committed. duplicate reports an event the inbox already had.
 	Ingest(ctx context.Context, e Event) (duplicate bool, err error)
+	// IngestAll commits events, the events of one request (an Adyen batch),
+	// together: all of them and the jobs of the new ones, or none.
+	// duplicate[i] reports that events[i] was already in the inbox (or is a
+	// later copy of an earlier one in events).
+	IngestAll(ctx context.Context, events []Event) (duplicate []bool, err error)
 }
 
 // TxIngester commits each event in a transaction of its own.
@@ -40,19 +46,57 @@ type TxIngester struct {
 // It fails with an error wrapping ErrUnavailable when the database cannot
 // commit; nothing is then acknowledged.
 func (in *TxIngester) Ingest(ctx context.Context, e Event) (duplicate bool, err error) {
+	dup, err := in.IngestAll(ctx, []Event{e})
+	if err != nil {
+		return false, err
+	}
+	return dup[0], nil
+}
+
+// IngestAll implements Ingester, in one transaction.
+//
+// It fails with an error wrapping ErrUnavailable when the database cannot
+// commit; nothing is then acknowledged.
+func (in *TxIngester) IngestAll(ctx context.Context, events []Event) (duplicate []bool, err error) {
 	err = pgx.BeginFunc(ctx, in.Pool, func(tx pgx.Tx) error {
-		created, err := inbox.InsertTx(ctx, tx, toInbox(e))
-		if err != nil {
-			return err
-		}
-		duplicate = !created
-		if !created {
-			return nil
-		}
-		return in.Enqueue.InsertProcessEventTx(ctx, tx, e.Provider, e.ID)
+		duplicate, err = insertTx(ctx, tx, in.Enqueue, events)
+		return err
 	})
 	if err != nil {
-		return false, unavailable(err)
+		return nil, unavailable(err)
+	}
+	return duplicate, nil
+}
+
+// insertTx stores events with one multi-row insert, and the jobs of the new
+// ones with one insert per provider, in tx. duplicate[i] reports that
+// events[i] is not the first copy of an event the inbox did not have.
+func insertTx(ctx context.Context, tx pgx.Tx, enqueue Enqueuer, events []Event) (duplicate []bool, err error) {
+	rows := make([]inbox.Event, len(events))
+	for i, e := range events {
+		rows[i] = toInbox(e)
+	}
+	created, err := inbox.InsertManyTx(ctx, tx, rows)
+	if err != nil {
+		return nil, err
+	}
+	fresh := map[string][]string{}
+	duplicate = make([]bool, len(events))
+	for i, c := range created {
+		duplicate[i] = !c
+		if c {
+			fresh[events[i].Provider] = append(fresh[events[i].Provider], events[i].ID)
+		}
+	}
+	providers := make([]string, 0, len(fresh))
+	for p := range fresh {
+		providers = append(providers, p)
+	}
+	sort.Strings(providers)
+	for _, p := range providers {
+		if err := enqueue.InsertProcessEventsTx(ctx, tx, p, fresh[p]); err != nil {
+			return nil, err
+		}
 	}
 	return duplicate, nil
 }

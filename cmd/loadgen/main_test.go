@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/internal/stripesim"
+	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/webhook"
 )
 
@@ -30,11 +31,11 @@ func TestRequestsAreSignedStripeDeliveries(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err == nil {
-			err = webhook.VerifyStripeSignature(body, r.Header.Get("Stripe-Signature"), []string{secret}, time.Now(), webhook.DefaultTolerance)
+			err = stripe.VerifySignature(body, r.Header.Get("Stripe-Signature"), []string{secret}, time.Now(), webhook.DefaultTolerance)
 		}
 		var e webhook.Event
 		if err == nil {
-			e, err = webhook.DecodeStripeEvent(body)
+			e, err = stripe.DecodeEvent(body)
 		}
 		if err != nil || r.URL.Path != "/webhooks/stripe" {
 			http.Error(w, "refused", http.StatusBadRequest)

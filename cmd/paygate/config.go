@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/provider/adyen"
+	"github.com/paygate/paygate/provider/stdwebhooks"
 	"github.com/paygate/paygate/webhook"
 )
 
@@ -16,6 +18,9 @@ type config struct {
 	DatabaseURL        string
 	Addr               string
 	StripeSecrets      []string
+	AdyenHMACKeys      [][]byte
+	AdyenBasicAuth     string
+	StandardSources    []stdwebhooks.Source
 	StripeAPIKey       string
 	StripeAPIURL       string
 	OpsTokens          []string
@@ -66,6 +71,20 @@ func loadConfig(getenv func(string) string) (config, error) {
 		if !strings.HasPrefix(s, "whsec_") {
 			return c, fmt.Errorf("PAYGATE_STRIPE_WEBHOOK_SECRETS: every secret starts with whsec_ (one does not)")
 		}
+	}
+	keys, err := adyen.ParseKeys(getenv("PAYGATE_ADYEN_HMAC_KEYS"))
+	if err != nil {
+		return c, fmt.Errorf("PAYGATE_ADYEN_HMAC_KEYS: %w", err)
+	}
+	c.AdyenHMACKeys = keys
+	if v := getenv("PAYGATE_ADYEN_BASIC_AUTH"); v != "" {
+		if user, password, ok := strings.Cut(v, ":"); !ok || user == "" || password == "" {
+			return c, fmt.Errorf("PAYGATE_ADYEN_BASIC_AUTH must be user:password")
+		}
+		c.AdyenBasicAuth = v
+	}
+	if c.StandardSources, err = stdwebhooks.ParseSources(getenv("PAYGATE_STANDARD_WEBHOOK_SOURCES")); err != nil {
+		return c, fmt.Errorf("PAYGATE_STANDARD_WEBHOOK_SOURCES: %w", err)
 	}
 	return c, nil
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/jobs"
-	"github.com/paygate/paygate/webhook"
+	"github.com/paygate/paygate/provider/stripe"
 )
 
 const poisonUsage = `usage:
@@ -154,6 +154,12 @@ func poisonList(ctx context.Context, pool *pgxpool.Pool, args []string, stdout i
 	return nil
 }
 
+// providerFlag is --provider: event ids mean something within their
+// provider only.
+func providerFlag(fs *flag.FlagSet) *string {
+	return fs.String("provider", stripe.Name, "the event's provider: stripe, adyen, or a Standard Webhooks source")
+}
+
 // oneLine keeps a table row on one line.
 func oneLine(s string, max int) string {
 	s = strings.Join(strings.Fields(s), " ")
@@ -164,10 +170,16 @@ func oneLine(s string, max int) string {
 }
 
 func poisonShow(ctx context.Context, pool *pgxpool.Pool, args []string, stdout io.Writer) error {
-	if len(args) != 1 {
+	fs := newFlagSet("poison show")
+	providerName := providerFlag(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
 		return usageError{"poison show takes one EVENT_ID"}
 	}
-	ev, err := inbox.Get(ctx, pool, webhook.ProviderStripe, args[0])
+	ev, err := inbox.Get(ctx, pool, *providerName, pos[0])
 	if err != nil {
 		return err
 	}
@@ -183,6 +195,7 @@ func poisonShow(ctx context.Context, pool *pgxpool.Pool, args []string, stdout i
 func poisonAct(ctx context.Context, pool *pgxpool.Pool, jc *jobs.Client, sub string, args []string, stdout io.Writer) error {
 	fs := newFlagSet("poison " + sub)
 	reason := fs.String("reason", "", "why (required to discard)")
+	providerName := providerFlag(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -198,9 +211,9 @@ func poisonAct(ctx context.Context, pool *pgxpool.Pool, jc *jobs.Client, sub str
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
 		if sub == "replay" {
-			ev, err = jc.ReplayEventTx(ctx, tx, webhook.ProviderStripe, pos[0], op)
+			ev, err = jc.ReplayEventTx(ctx, tx, *providerName, pos[0], op)
 		} else {
-			ev, err = jc.DiscardEventTx(ctx, tx, webhook.ProviderStripe, pos[0], op)
+			ev, err = jc.DiscardEventTx(ctx, tx, *providerName, pos[0], op)
 		}
 		return err
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/reconcile"
 	"github.com/paygate/paygate/webhook"
 )
@@ -111,7 +112,7 @@ func stripeProvider(cfg config, progress func(string)) (*reconcile.Stripe, error
 // build its River client after the worker that needs this ingester.
 func stripeIngester(pool *pgxpool.Pool, enqueue func() webhook.Enqueuer) reconcile.Ingester {
 	return reconcile.IngesterFunc(func(ctx context.Context, payload []byte) (bool, error) {
-		ev, err := webhook.DecodeStripeEvent(payload)
+		ev, err := stripe.DecodeEvent(payload)
 		if err != nil {
 			return false, err
 		}

@@ -16,6 +16,10 @@ import (
 
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/provider"
+	"github.com/paygate/paygate/provider/adyen"
+	"github.com/paygate/paygate/provider/stdwebhooks"
+	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/webhook"
 )
 
@@ -61,15 +65,25 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	})
 	ingester, closeIngester := newIngester(pool, jobClient, logger, registry)
 	defer closeIngester() // after the HTTP server's shutdown: in-flight batches commit first
+	receivers, sources, err := webhookReceivers(cfg)
+	if err != nil {
+		return err
+	}
 	webhook.NewHandler(webhook.Config{
-		Ingester:      ingester,
-		StripeSecrets: cfg.StripeSecrets,
-		MaxBodyBytes:  cfg.MaxBodyBytes,
-		Logger:        logger,
-		Registerer:    registry,
+		Ingester:     ingester,
+		Receivers:    receivers,
+		Sources:      sources,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Logger:       logger,
+		Registerer:   registry,
 	}).Register(e)
 	if len(cfg.StripeSecrets) == 0 {
 		logger.Warn("PAYGATE_STRIPE_WEBHOOK_SECRETS is empty: POST /webhooks/stripe answers 503")
+	}
+	if len(cfg.AdyenHMACKeys) == 0 {
+		logger.Warn("PAYGATE_ADYEN_HMAC_KEYS is empty: POST /webhooks/adyen answers 503")
+	} else if cfg.AdyenBasicAuth == "" {
+		logger.Warn("PAYGATE_ADYEN_BASIC_AUTH is empty: an Adyen item's HMAC covers only some of its fields; set Basic auth in Adyen and here")
 	}
 
 	srv := &http.Server{
@@ -133,6 +147,25 @@ func stopWorkers(c *jobs.Client, timeout time.Duration, logger *slog.Logger) {
 }
 
 // ingestMode selects how the webhook endpoint commits: "batch" (group
+// webhookReceivers builds each provider's Receiver from the configuration:
+// Stripe and Adyen always (without keys they answer 503, so that their
+// senders retry), and one per Standard Webhooks source.
+func webhookReceivers(cfg config) (receivers, sources []provider.Receiver, err error) {
+	ad, err := adyen.NewReceiver(adyen.Config{HMACKeys: cfg.AdyenHMACKeys, BasicAuth: cfg.AdyenBasicAuth})
+	if err != nil {
+		return nil, nil, fmt.Errorf("adyen: %w", err)
+	}
+	receivers = []provider.Receiver{stripe.NewReceiver(cfg.StripeSecrets, 0), ad}
+	for _, src := range cfg.StandardSources {
+		r, err := stdwebhooks.NewReceiver(src)
+		if err != nil {
+			return nil, nil, fmt.Errorf("standard webhooks source %s: %w", src.Name, err)
+		}
+		sources = append(sources, r)
+	}
+	return receivers, sources, nil
+}
+
 // commit, webhook.BatchIngester: concurrent events share a transaction) or
 // "tx" (webhook.TxIngester: one transaction per event). It is an internal
 // switch, not configuration, since the contract is the same either way; a

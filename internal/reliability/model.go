@@ -11,7 +11,7 @@ import (
 	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/internal/worldtest"
 	"github.com/paygate/paygate/jobs"
-	"github.com/paygate/paygate/webhook"
+	"github.com/paygate/paygate/provider/stripe"
 )
 
 // Model is the expected outcome of a workload: its events applied one at a
@@ -36,7 +36,7 @@ func NewModel(t testing.TB) *Model {
 func (m *Model) Apply(ctx context.Context, w *Workload) error {
 	for i, wave := range w.Waves {
 		for _, e := range wave {
-			ev, err := webhook.DecodeStripeEvent(e.Payload)
+			ev, err := stripe.DecodeEvent(e.Payload)
 			if err != nil {
 				return fmt.Errorf("model: decode %s: %w", e.ID, err)
 			}

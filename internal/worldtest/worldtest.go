@@ -22,6 +22,7 @@ import (
 	"github.com/paygate/paygate/internal/testdb"
 	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/webhook"
 )
 
@@ -72,7 +73,7 @@ func New(t testing.TB, opts *Opts) *World {
 func (w *World) Ingest(t T, events ...stripesim.Event) {
 	t.Helper()
 	for _, e := range events {
-		ev, err := webhook.DecodeStripeEvent(e.Payload)
+		ev, err := stripe.DecodeEvent(e.Payload)
 		require.NoError(t, err)
 		_, err = w.Ingester.Ingest(context.Background(), ev)
 		require.NoError(t, err)

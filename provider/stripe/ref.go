@@ -1,5 +1,7 @@
-// Package stripe is paygate's Stripe adapter. For now it owns the ledger
-// refs of Stripe's money movements: the one place they are spelled, so the
+// Package stripe is paygate's Stripe adapter: it verifies Stripe's
+// signatures on the raw body, decodes the event envelope (whose id is the
+// dedupe key), maps Stripe's events to facts and ledger postings, and
+// spells the ledger refs of Stripe's money movements in one place, so the
 // worker that posts a movement from a webhook and the reconciliation that
 // looks it up from a balance transaction always agree on its name.
 //

@@ -1,4 +1,4 @@
-package webhook_test
+package stripe_test
 
 import (
 	"encoding/hex"
@@ -9,7 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	stripewebhook "github.com/stripe/stripe-go/v79/webhook"
 
-	"github.com/paygate/paygate/webhook"
+	"github.com/paygate/paygate/provider"
+	"github.com/paygate/paygate/provider/stripe"
 )
 
 const (
@@ -44,34 +45,34 @@ func TestVerifyStripeSignature(t *testing.T) {
 		{"valid", payload, sign(t, payload, secretA, now), []string{secretA}, nil},
 		{"rotated: first secret signs", payload, sign(t, payload, secretA, now), []string{secretA, secretB}, nil},
 		{"rotated: second secret signs", payload, sign(t, payload, secretB, now), []string{secretA, secretB}, nil},
-		{"wrong secret", payload, sign(t, payload, "whsec_other", now), []string{secretA, secretB}, webhook.ErrInvalidSignature},
-		{"tampered body", []byte(string(payload[:len(payload)-2]) + " }"), sign(t, payload, secretA, now), []string{secretA}, webhook.ErrInvalidSignature},
-		{"re-serialized JSON", reserialized, sign(t, payload, secretA, now), []string{secretA}, webhook.ErrInvalidSignature},
-		{"stale", payload, sign(t, payload, secretA, now.Add(-301*time.Second)), []string{secretA}, webhook.ErrStaleTimestamp},
+		{"wrong secret", payload, sign(t, payload, "whsec_other", now), []string{secretA, secretB}, provider.ErrInvalidSignature},
+		{"tampered body", []byte(string(payload[:len(payload)-2]) + " }"), sign(t, payload, secretA, now), []string{secretA}, provider.ErrInvalidSignature},
+		{"re-serialized JSON", reserialized, sign(t, payload, secretA, now), []string{secretA}, provider.ErrInvalidSignature},
+		{"stale", payload, sign(t, payload, secretA, now.Add(-301*time.Second)), []string{secretA}, provider.ErrStaleTimestamp},
 		{"edge of tolerance, past", payload, sign(t, payload, secretA, now.Add(-300*time.Second)), []string{secretA}, nil},
-		{"future", payload, sign(t, payload, secretA, now.Add(301*time.Second)), []string{secretA}, webhook.ErrFutureTimestamp},
+		{"future", payload, sign(t, payload, secretA, now.Add(301*time.Second)), []string{secretA}, provider.ErrFutureTimestamp},
 		{"edge of tolerance, future", payload, sign(t, payload, secretA, now.Add(300*time.Second)), []string{secretA}, nil},
-		{"missing header", payload, "", []string{secretA}, webhook.ErrMissingSignature},
-		{"malformed: no timestamp", payload, "v1=" + sigHex(secretA, now, payload), []string{secretA}, webhook.ErrMalformedSignature},
-		{"malformed: garbage", payload, "garbage", []string{secretA}, webhook.ErrMalformedSignature},
-		{"malformed: bad timestamp", payload, "t=abc,v1=" + sigHex(secretA, now, payload), []string{secretA}, webhook.ErrMalformedSignature},
-		{"malformed: no v1", payload, fmt.Sprintf("t=%d,v0=%s", now.Unix(), sigHex(secretA, now, payload)), []string{secretA}, webhook.ErrMalformedSignature},
-		{"v1 not hex", payload, fmt.Sprintf("t=%d,v1=zz", now.Unix()), []string{secretA}, webhook.ErrInvalidSignature},
+		{"missing header", payload, "", []string{secretA}, provider.ErrMissingSignature},
+		{"malformed: no timestamp", payload, "v1=" + sigHex(secretA, now, payload), []string{secretA}, provider.ErrMalformedSignature},
+		{"malformed: garbage", payload, "garbage", []string{secretA}, provider.ErrMalformedSignature},
+		{"malformed: bad timestamp", payload, "t=abc,v1=" + sigHex(secretA, now, payload), []string{secretA}, provider.ErrMalformedSignature},
+		{"malformed: no v1", payload, fmt.Sprintf("t=%d,v0=%s", now.Unix(), sigHex(secretA, now, payload)), []string{secretA}, provider.ErrMalformedSignature},
+		{"v1 not hex", payload, fmt.Sprintf("t=%d,v1=zz", now.Unix()), []string{secretA}, provider.ErrInvalidSignature},
 		{"several v1, the last matches", payload,
 			fmt.Sprintf("t=%d,v1=%s,v1=%s", now.Unix(), sigHex("whsec_old", now, payload), sigHex(secretA, now, payload)),
 			[]string{secretA}, nil},
 		{"several v1, none matches", payload,
 			fmt.Sprintf("t=%d,v1=%s,v1=%s", now.Unix(), sigHex("whsec_x", now, payload), sigHex("whsec_y", now, payload)),
-			[]string{secretA}, webhook.ErrInvalidSignature},
+			[]string{secretA}, provider.ErrInvalidSignature},
 		{"signed for another timestamp", payload,
 			fmt.Sprintf("t=%d,v1=%s", now.Unix(), sigHex(secretA, now.Add(-time.Second), payload)),
-			[]string{secretA}, webhook.ErrInvalidSignature},
-		{"no secrets configured", payload, sign(t, payload, secretA, now), nil, webhook.ErrNotConfigured},
+			[]string{secretA}, provider.ErrInvalidSignature},
+		{"no secrets configured", payload, sign(t, payload, secretA, now), nil, provider.ErrNotConfigured},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := webhook.VerifyStripeSignature(tt.body, tt.header, tt.secrets, now, webhook.DefaultTolerance)
+			err := stripe.VerifySignature(tt.body, tt.header, tt.secrets, now, provider.DefaultTolerance)
 			if tt.want == nil {
 				require.NoError(t, err)
 				return
@@ -83,7 +84,7 @@ func TestVerifyStripeSignature(t *testing.T) {
 
 func TestDecodeStripeEvent(t *testing.T) {
 	t.Parallel()
-	ev, err := webhook.DecodeStripeEvent([]byte(`{"id":"evt_9","object":"event","api_version":"2019-02-19","created":1700000000,"livemode":true,"type":"charge.succeeded","data":{"object":{"id":"ch_1","unknown_future_field":[1,2]}},"extra":{}}`))
+	ev, err := stripe.DecodeEvent([]byte(`{"id":"evt_9","object":"event","api_version":"2019-02-19","created":1700000000,"livemode":true,"type":"charge.succeeded","data":{"object":{"id":"ch_1","unknown_future_field":[1,2]}},"extra":{}}`))
 	require.NoError(t, err)
 	require.Equal(t, "evt_9", ev.ID)
 	require.Equal(t, "charge.succeeded", ev.Type)
@@ -105,8 +106,8 @@ func TestDecodeStripeEvent(t *testing.T) {
 		"created a string":  `{"id":"evt_1","object":"event","type":"x","created":"1700000000","data":{"object":{}}}`,
 		"ID, not id":        `{"ID":"evt_1","object":"event","type":"x","created":1700000000,"data":{"object":{}}}`,
 	} {
-		_, err := webhook.DecodeStripeEvent([]byte(body))
-		require.ErrorIs(t, err, webhook.ErrNotAnEvent, name)
+		_, err := stripe.DecodeEvent([]byte(body))
+		require.ErrorIs(t, err, provider.ErrNotAnEvent, name)
 	}
 }
 
@@ -116,7 +117,7 @@ func BenchmarkVerifyStripeSignature(b *testing.B) {
 	secrets := []string{secretA, secretB}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := webhook.VerifyStripeSignature(payload, header, secrets, now, webhook.DefaultTolerance); err != nil {
+		if err := stripe.VerifySignature(payload, header, secrets, now, provider.DefaultTolerance); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -125,7 +126,7 @@ func BenchmarkVerifyStripeSignature(b *testing.B) {
 func BenchmarkDecodeStripeEvent(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := webhook.DecodeStripeEvent(payload); err != nil {
+		if _, err := stripe.DecodeEvent(payload); err != nil {
 			b.Fatal(err)
 		}
 	}

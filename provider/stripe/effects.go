@@ -1,8 +1,7 @@
-package jobs
+package stripe
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -10,31 +9,10 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/paygate/paygate/ledger"
-	"github.com/paygate/paygate/provider/stripe"
+	"github.com/paygate/paygate/provider"
 	"github.com/paygate/paygate/statemachine"
 	"github.com/paygate/paygate/strictjson"
 )
-
-// Effects is what one provider event means for paygate: the payment it
-// concerns, the facts it reports and the money movements to post.
-//
-// The same money movement reported by two events (payment_intent.succeeded
-// and charge.succeeded, or charge.refunded and refund.updated) derives the
-// same ledger ref from the provider's object ids, so it is posted once.
-type Effects struct {
-	PaymentID string // empty for movements that belong to no payment (payouts)
-	Facts     []statemachine.Fact
-	Postings  []ledger.Transaction
-	// ReceiptEmail is where the customer's emails go. ReceiptEmailKnown is
-	// set when the event carries the charge (whose receipt and billing
-	// emails are the whole truth) or an intent with a receipt email: only
-	// then is an empty address a known "none".
-	ReceiptEmail      string
-	ReceiptEmailKnown bool
-}
-
-// errIgnored reports an event type paygate does not use.
-var errIgnored = errors.New("event type not used")
 
 // The subset of Stripe's objects paygate reads. Decoding only these fields
 // means an account pinned to another API version is never refused for it.
@@ -103,24 +81,24 @@ type (
 	}
 )
 
-// StripeEffects maps a Stripe event, as stored in the inbox, to its effects.
+// Effects maps a Stripe event, as stored in the inbox, to its effects.
 // It is pure: no clock, no I/O.
 //
-// It fails with an error wrapping errIgnored for types paygate does not use,
-// and with one wrapping ErrPermanent for data that can never be applied
+// It fails with an error wrapping provider.ErrIgnored for types paygate does not use,
+// and with one wrapping provider.ErrPermanent for data that can never be applied
 // (unreadable JSON, missing ids, missing or negative amounts, unknown
 // currencies).
-func StripeEffects(payload []byte) (Effects, error) {
+func Effects(payload []byte) (provider.Effects, error) {
 	var env stripeEnvelope
 	if err := strictjson.Unmarshal(payload, &env); err != nil {
-		return Effects{}, permanent("decode event: %v", err)
+		return provider.Effects{}, permanent("decode event: %v", err)
 	}
 	// The webhook refuses an envelope dated outside the window; an event
 	// stored before it did, or recovered from the provider's list, is
 	// checked here, so no nonsense date reaches the append-only ledger.
 	at, err := strictjson.ValidUnix(env.Created)
 	if err != nil {
-		return Effects{}, permanent("event created: %v", err)
+		return provider.Effects{}, permanent("event created: %v", err)
 	}
 	m := mapper{eventID: env.ID, at: at}
 	obj := env.Data.Object
@@ -141,22 +119,13 @@ func StripeEffects(payload []byte) (Effects, error) {
 	case "payout.paid", "payout.failed":
 		err = m.payout(env.Type, obj)
 	default:
-		return Effects{}, fmt.Errorf("%w: %s", errIgnored, env.Type)
+		return provider.Effects{}, fmt.Errorf("%w: %s", provider.ErrIgnored, env.Type)
 	}
 	if err != nil {
-		return Effects{}, err
+		return provider.Effects{}, err
 	}
-	for _, f := range m.out.Facts {
-		if err := statemachine.Validate(f); err != nil {
-			return Effects{}, fmt.Errorf("%w: %w", ErrPermanent, err)
-		}
-	}
-	// A movement the ledger would refuse (a zero payout) can never be
-	// applied either: say so here, where the contract promises it.
-	for _, t := range m.out.Postings {
-		if err := t.Validate(); err != nil {
-			return Effects{}, fmt.Errorf("%w: %w", ErrPermanent, err)
-		}
+	if err := provider.Validate(m.out); err != nil {
+		return provider.Effects{}, err
 	}
 	return m.out, nil
 }
@@ -164,11 +133,11 @@ func StripeEffects(payload []byte) (Effects, error) {
 type mapper struct {
 	eventID string
 	at      time.Time
-	out     Effects
+	out     provider.Effects
 }
 
 func permanent(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrPermanent, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", provider.ErrPermanent, fmt.Sprintf(format, args...))
 }
 
 // decode reads data.object as every other reader of the stored payload
@@ -203,7 +172,7 @@ func money(minor *int64, currency, what string) (decimal.Decimal, string, error)
 	cur := strings.ToLower(currency)
 	amt, err := ledger.FromMinor(*minor, cur)
 	if err != nil {
-		return decimal.Decimal{}, "", fmt.Errorf("%w: %s: %w", ErrPermanent, what, err)
+		return decimal.Decimal{}, "", fmt.Errorf("%w: %s: %w", provider.ErrPermanent, what, err)
 	}
 	return amt, cur, nil
 }
@@ -235,7 +204,7 @@ func (m *mapper) setPayment(ids ...string) error {
 // created is its authorization, days before a manual capture.
 func (m *mapper) capture(chargeID string, amount decimal.Decimal, currency string) {
 	m.fact(statemachine.FactCaptured, chargeID, amount, currency)
-	m.post(ledger.NewCapture(stripe.CaptureRef(chargeID), m.out.PaymentID, m.eventID, currency, amount, m.at))
+	m.post(ledger.NewCapture(CaptureRef(chargeID), m.out.PaymentID, m.eventID, currency, amount, m.at))
 }
 
 // objectTime is an object's own creation time, which every report of it
@@ -405,11 +374,11 @@ func (m *mapper) refund(r stripeRefund, failedEvent bool) error {
 	switch status {
 	case "succeeded":
 		m.fact(statemachine.FactRefundSucceeded, r.ID, amount, cur)
-		m.post(ledger.NewRefund(stripe.RefundRef(r.ID), m.out.PaymentID, m.eventID, cur, amount, at))
+		m.post(ledger.NewRefund(RefundRef(r.ID), m.out.PaymentID, m.eventID, cur, amount, at))
 	case "failed", "canceled":
 		m.fact(statemachine.FactRefundFailed, r.ID, amount, cur)
-		m.post(ledger.NewRefund(stripe.RefundRef(r.ID), m.out.PaymentID, m.eventID, cur, amount, at))
-		m.post(ledger.NewRefundReversal(stripe.RefundReversalRef(r.ID), m.out.PaymentID, m.eventID, cur, amount, m.at))
+		m.post(ledger.NewRefund(RefundRef(r.ID), m.out.PaymentID, m.eventID, cur, amount, at))
+		m.post(ledger.NewRefundReversal(RefundReversalRef(r.ID), m.out.PaymentID, m.eventID, cur, amount, m.at))
 	}
 	// pending and requires_action refunds have moved no money yet.
 	return nil
@@ -434,10 +403,10 @@ func (m *mapper) dispute(typ string, obj json.RawMessage) error {
 	switch typ {
 	case "charge.dispute.funds_withdrawn":
 		m.fact(statemachine.FactDisputeFundsWithdrawn, d.ID, amount, cur)
-		m.post(ledger.NewDisputeWithdrawal(stripe.DisputeWithdrawalRef(d.ID), m.out.PaymentID, m.eventID, cur, amount, m.at))
+		m.post(ledger.NewDisputeWithdrawal(DisputeWithdrawalRef(d.ID), m.out.PaymentID, m.eventID, cur, amount, m.at))
 	case "charge.dispute.funds_reinstated":
 		m.fact(statemachine.FactDisputeFundsReinstated, d.ID, amount, cur)
-		m.post(ledger.NewDisputeReinstatement(stripe.DisputeReinstatementRef(d.ID), m.out.PaymentID, m.eventID, cur, amount, m.at))
+		m.post(ledger.NewDisputeReinstatement(DisputeReinstatementRef(d.ID), m.out.PaymentID, m.eventID, cur, amount, m.at))
 	case "charge.dispute.closed":
 		switch d.Status {
 		case "lost":
@@ -469,9 +438,9 @@ func (m *mapper) payout(typ string, obj json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	m.post(ledger.NewPayout(stripe.PayoutRef(p.ID), m.eventID, cur, amount, created))
+	m.post(ledger.NewPayout(PayoutRef(p.ID), m.eventID, cur, amount, created))
 	if typ == "payout.failed" {
-		m.post(ledger.NewPayoutReversal(stripe.PayoutReversalRef(p.ID), m.eventID, cur, amount, m.at))
+		m.post(ledger.NewPayoutReversal(PayoutReversalRef(p.ID), m.eventID, cur, amount, m.at))
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package jobs
+package stripe
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/provider"
 	"github.com/paygate/paygate/statemachine"
 )
 
@@ -61,9 +62,9 @@ func FuzzStripeEffects(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		fx, err := StripeEffects(payload)
+		fx, err := Effects(payload)
 		if err != nil {
-			if !errors.Is(err, ErrPermanent) && !errors.Is(err, errIgnored) {
+			if !errors.Is(err, provider.ErrPermanent) && !errors.Is(err, provider.ErrIgnored) {
 				t.Fatalf("error neither permanent nor ignored: %v", err)
 			}
 			return
@@ -91,7 +92,7 @@ func FuzzStripeEffects(f *testing.F) {
 		// gives the same effects.
 		var compact bytes.Buffer
 		if err := json.Compact(&compact, payload); err == nil {
-			again, err := StripeEffects(compact.Bytes())
+			again, err := Effects(compact.Bytes())
 			if err != nil {
 				t.Fatalf("compacted payload fails: %v", err)
 			}

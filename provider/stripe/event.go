@@ -1,37 +1,22 @@
-package webhook
+package stripe
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"time"
 
+	"github.com/paygate/paygate/provider"
 	"github.com/paygate/paygate/strictjson"
 )
 
-// Event is what the inbox needs to know of a provider event. The payload is
-// kept byte for byte as received; everything else is decoded from it.
-type Event struct {
-	Provider   string
-	ID         string
-	Type       string
-	Livemode   bool
-	APIVersion string
-	Created    time.Time
-	Payload    []byte
-}
-
-// maxIDLength bounds identifiers we store and index; Stripe's are ~30 chars.
-const maxIDLength = 255
-
-// DecodeStripeEvent reads the envelope fields of a Stripe event. Only the
+// DecodeEvent reads the envelope fields of a Stripe event. Only the
 // fields paygate needs are decoded, so an account pinned to another API
 // version is never refused for it; but the whole body must read the same to
 // every reader (strictjson): the raw payload is what the worker, the event
 // view and PostgreSQL's jsonb read later, so the id and type filed here must
 // be theirs.
 //
-// It fails with ErrNotAnEvent when the body is not JSON or not an event of
+// It fails with provider.ErrNotAnEvent when the body is not JSON or not an event of
 // Stripe's shape: not an object of type "event"; an id or type missing,
 // oversized or holding NUL; data.object not an object; created missing or
 // outside strictjson's sane window (that error also wraps
@@ -40,7 +25,7 @@ const maxIDLength = 255
 // text that is not UTF-8 (lone surrogate escapes included), NUL, nesting
 // deeper than strictjson.MaxDepth or a number beyond its range (each error
 // also wraps the strictjson sentinel).
-func DecodeStripeEvent(payload []byte) (Event, error) {
+func DecodeEvent(payload []byte) (provider.Event, error) {
 	var env struct {
 		ID         string `json:"id"`
 		Object     string `json:"object"`
@@ -53,33 +38,33 @@ func DecodeStripeEvent(payload []byte) (Event, error) {
 		} `json:"data"`
 	}
 	if err := strictjson.Unmarshal(payload, &env); err != nil {
-		return Event{}, fmt.Errorf("%w: %w", ErrNotAnEvent, err)
+		return provider.Event{}, fmt.Errorf("%w: %w", provider.ErrNotAnEvent, err)
 	}
 	switch {
 	case env.Object != "event":
-		return Event{}, fmt.Errorf("%w: object is not \"event\"", ErrNotAnEvent)
-	case env.ID == "" || len(env.ID) > maxIDLength:
-		return Event{}, fmt.Errorf("%w: missing or oversized id", ErrNotAnEvent)
-	case env.Type == "" || len(env.Type) > maxIDLength:
-		return Event{}, fmt.Errorf("%w: missing or oversized type", ErrNotAnEvent)
-	case len(env.APIVersion) > maxIDLength:
-		return Event{}, fmt.Errorf("%w: oversized api_version", ErrNotAnEvent)
+		return provider.Event{}, fmt.Errorf("%w: object is not \"event\"", provider.ErrNotAnEvent)
+	case env.ID == "" || len(env.ID) > provider.MaxIDLength:
+		return provider.Event{}, fmt.Errorf("%w: missing or oversized id", provider.ErrNotAnEvent)
+	case env.Type == "" || len(env.Type) > provider.MaxIDLength:
+		return provider.Event{}, fmt.Errorf("%w: missing or oversized type", provider.ErrNotAnEvent)
+	case len(env.APIVersion) > provider.MaxIDLength:
+		return provider.Event{}, fmt.Errorf("%w: oversized api_version", provider.ErrNotAnEvent)
 	case !isJSONObject(env.Data.Object):
-		return Event{}, fmt.Errorf("%w: data.object is not an object", ErrNotAnEvent)
+		return provider.Event{}, fmt.Errorf("%w: data.object is not an object", provider.ErrNotAnEvent)
 	case env.Created == nil:
 		// A missing created would date the event, and whatever the books
 		// derive from it, nowhere (or at 1970).
-		return Event{}, fmt.Errorf("%w: created is missing", ErrNotAnEvent)
+		return provider.Event{}, fmt.Errorf("%w: created is missing", provider.ErrNotAnEvent)
 	}
 	// Out of the window it is either unstorable (PostgreSQL would refuse
 	// the commit: a 503 on every retry, for days) or a date no ledger
 	// transaction may carry.
 	created, err := strictjson.ValidUnix(*env.Created)
 	if err != nil {
-		return Event{}, fmt.Errorf("%w: created: %w", ErrNotAnEvent, err)
+		return provider.Event{}, fmt.Errorf("%w: created: %w", provider.ErrNotAnEvent, err)
 	}
-	return Event{
-		Provider:   ProviderStripe,
+	return provider.Event{
+		Provider:   Name,
 		ID:         env.ID,
 		Type:       env.Type,
 		Livemode:   env.Livemode,
