@@ -22,6 +22,7 @@ import (
 	"github.com/paygate/paygate/internal/testdb"
 	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/provider"
 	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/webhook"
 )
@@ -69,15 +70,42 @@ func New(t testing.TB, opts *Opts) *World {
 	return &World{Pool: pool, URL: url, Jobs: client, Ingester: &webhook.TxIngester{Pool: pool, Enqueue: client}}
 }
 
-// Ingest commits events as the webhook handler would, in the order given.
+// Ingest commits Stripe events as the webhook handler would, in the order
+// given.
 func (w *World) Ingest(t T, events ...stripesim.Event) {
 	t.Helper()
 	for _, e := range events {
 		ev, err := stripe.DecodeEvent(e.Payload)
 		require.NoError(t, err)
-		_, err = w.Ingester.Ingest(context.Background(), ev)
+		w.IngestEvents(t, ev)
+	}
+}
+
+// IngestEvents commits any provider's events, each as its own request, in
+// the order given.
+func (w *World) IngestEvents(t T, events ...provider.Event) {
+	t.Helper()
+	for _, ev := range events {
+		_, err := w.Ingester.Ingest(context.Background(), ev)
 		require.NoError(t, err)
 	}
+}
+
+// ApplyEvents ingests any provider's events and waits for them to settle.
+func (w *World) ApplyEvents(t T, events ...provider.Event) {
+	t.Helper()
+	w.IngestEvents(t, events...)
+	w.Settle(t)
+}
+
+// ApplyEventsAtOnce is ApplyAtOnce for any provider's events.
+func (w *World) ApplyEventsAtOnce(t T, events ...provider.Event) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, w.Jobs.River.QueuePause(ctx, jobs.QueueEvents, nil))
+	w.IngestEvents(t, events...)
+	require.NoError(t, w.Jobs.River.QueueResume(ctx, jobs.QueueEvents, nil))
+	w.Settle(t)
 }
 
 // Settle waits until no event is left in status received and no job of the
