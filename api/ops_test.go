@@ -94,6 +94,7 @@ func (b *opsBundle) count(t testing.TB, sql string, args ...any) int {
 }
 
 type seedOpts struct {
+	provider   string // default stripe
 	typ        string
 	status     inbox.Status
 	lastError  string
@@ -109,6 +110,9 @@ func (b *opsBundle) seed(t testing.TB, id string, o seedOpts) {
 	if o.typ == "" {
 		o.typ = "charge.succeeded"
 	}
+	if o.provider == "" {
+		o.provider = "stripe"
+	}
 	if o.status == "" {
 		o.status = inbox.StatusPoison
 	}
@@ -116,16 +120,16 @@ func (b *opsBundle) seed(t testing.TB, id string, o seedOpts) {
 		o.payload = fmt.Sprintf(`{"id":%q,"object":"event","type":%q,"data":{"object":{"id":"ch_%s","currency":"zzz"}}}`, id, o.typ, id)
 	}
 	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		created, err := inbox.InsertTx(ctx, tx, inbox.Event{Provider: "stripe", EventID: id, Type: o.typ, Payload: []byte(o.payload)})
+		created, err := inbox.InsertTx(ctx, tx, inbox.Event{Provider: o.provider, EventID: id, Type: o.typ, Payload: []byte(o.payload)})
 		require.True(t, created)
 		if err != nil {
 			return err
 		}
-		if err := b.jobs.InsertProcessEventTx(ctx, tx, "stripe", id); err != nil {
+		if err := b.jobs.InsertProcessEventTx(ctx, tx, o.provider, id); err != nil {
 			return err
 		}
 		if o.status != inbox.StatusReceived {
-			if err := inbox.SetStatusTx(ctx, tx, "stripe", id, o.status, o.lastError, true); err != nil {
+			if err := inbox.SetStatusTx(ctx, tx, o.provider, id, o.status, o.lastError, true); err != nil {
 				return err
 			}
 		}
@@ -610,4 +614,41 @@ func TestPoisonGaugeCountsPoisonEvents(t *testing.T) {
 	require.Equal(t, "1", poison())
 	require.Equal(t, http.StatusAccepted, b.do(t, http.MethodPost, "/v1/ops/events/stripe/evt_g2/replay", opsTok, "g2", ``).Code)
 	require.Equal(t, "0", poison())
+}
+
+// TestEventRoutesTakeTheProvider: the event view, replay, discard and the
+// audit filter find an event by its provider and id, ids with colons
+// included (Adyen's), and never another provider's event of the same id.
+func TestEventRoutesTakeTheProvider(t *testing.T) {
+	t.Parallel()
+	b := setupOps(t)
+	const id = "8816000000000001:CAPTURE:true"
+	b.seed(t, id, seedOpts{provider: "adyen", typ: "CAPTURE", payload: `{"pspReference":"8816000000000001","eventCode":"CAPTURE"}`})
+	b.seed(t, "msg_1", seedOpts{provider: "polar", typ: "order.paid", payload: `{"type":"order.paid"}`})
+
+	rec := b.do(t, http.MethodGet, "/v1/events/adyen/"+id, opsTok, "", "")
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), `"provider": "adyen"`)
+	for _, path := range []string{"/v1/events/stripe/" + id, "/v1/events/polar/" + id, "/v1/events/adyen/msg_1"} {
+		require.Equal(t, http.StatusNotFound, b.do(t, http.MethodGet, path, opsTok, "", "").Code, path)
+	}
+	rec = b.do(t, http.MethodPost, "/v1/ops/events/adyen/"+id+"/discard", opsTok, "k-adyen-discard", `{"reason":"test item"}`)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	rec = b.do(t, http.MethodPost, "/v1/ops/events/polar/msg_1/replay", opsTok, "k-polar-replay", "")
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+
+	rec = b.do(t, http.MethodGet, "/v1/ops/audit?provider=adyen&event_id="+url.QueryEscape(id), opsTok, "", "")
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	var page struct {
+		Entries []struct {
+			Provider, EventID, Action string
+		} `json:"entries"`
+	}
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &page))
+	require.Len(t, page.Entries, 1)
+	require.Equal(t, "adyen", page.Entries[0].Provider)
+	require.Equal(t, "discard", page.Entries[0].Action)
+	rec = b.do(t, http.MethodGet, "/v1/ops/audit?event_id="+url.QueryEscape(id), opsTok, "", "")
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &page))
+	require.Empty(t, page.Entries, "without provider, an event id is Stripe's")
 }

@@ -43,7 +43,7 @@ func setupReconciliation(t *testing.T) *reconBundle {
 		}
 	}})
 	srv := b.sim.Start(t)
-	provider, err := reconcile.NewStripe(reconcile.StripeConfig{APIKey: b.sim.APIKey(), URL: srv.URL, MaxNetworkRetries: stripe.Int64(0)})
+	provider, err := striperef.NewAPI(striperef.APIConfig{APIKey: b.sim.APIKey(), URL: srv.URL, MaxNetworkRetries: stripe.Int64(0)})
 	require.NoError(t, err)
 	worker.Runner = reconcile.New(reconcile.Config{
 		Pool: b.world.Pool, Provider: provider, RecoveryWait: 10 * time.Second,

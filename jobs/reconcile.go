@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/reconcile"
 )
 
@@ -130,7 +131,7 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 		return river.JobCancel(err)
 	}
 	ctx = context.WithoutCancel(ctx)
-	if errors.Is(err, reconcile.ErrNoAPIKey) {
+	if errors.Is(err, stripe.ErrNoAPIKey) {
 		// No retry can help until the server is configured.
 		if ferr := w.Runner.Fail(ctx, runID, err); ferr != nil {
 			w.logger().ErrorContext(ctx, "mark reconciliation failed", "run_id", runID, "error", ferr.Error())

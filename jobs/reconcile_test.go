@@ -33,7 +33,7 @@ func setupReconcile(t *testing.T, schedule *jobs.CronSchedule) *reconcileBundle 
 		c.Register = b.register
 	}})
 	srv := b.sim.Start(t)
-	provider, err := reconcile.NewStripe(reconcile.StripeConfig{APIKey: b.sim.APIKey(), URL: srv.URL, MaxNetworkRetries: stripe.Int64(0)})
+	provider, err := striperef.NewAPI(striperef.APIConfig{APIKey: b.sim.APIKey(), URL: srv.URL, MaxNetworkRetries: stripe.Int64(0)})
 	require.NoError(t, err)
 	b.runner = reconcile.New(reconcile.Config{
 		Pool: b.world.Pool, Provider: provider, RecoveryWait: 10 * time.Second,
@@ -155,7 +155,7 @@ func TestPeriodicReconcileSurvivesRestart(t *testing.T) {
 func TestReconcileWorkerFailsTheRunWhenUnconfigured(t *testing.T) {
 	t.Parallel()
 	b := setupReconcile(t, nil)
-	_, cfgErr := reconcile.NewStripe(reconcile.StripeConfig{})
+	_, cfgErr := striperef.NewAPI(striperef.APIConfig{})
 	b.worker.Runner = reconcile.New(reconcile.Config{Pool: b.world.Pool, Provider: reconcile.Unavailable(cfgErr)})
 	ctx := context.Background()
 	tx, err := b.world.Pool.Begin(ctx)

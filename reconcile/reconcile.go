@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/paygate/paygate/provider"
+	"github.com/paygate/paygate/provider/stripe"
 )
 
 // Status is the outcome of one reconciliation item. Its value is stored and
@@ -70,10 +73,10 @@ var (
 	// ErrRunFinished: the run already completed or failed; it never changes.
 	ErrRunFinished = errors.New("reconciliation run already finished")
 	// ErrProvider: the provider's API failed; the run can be retried.
-	ErrProvider = errors.New("provider API")
+	ErrProvider = provider.ErrAPI
 	// ErrProviderRefused: the provider refused a request as invalid (with
 	// ErrProvider); a payout that cannot be listed by (a manual one) is.
-	ErrProviderRefused = errors.New("request refused")
+	ErrProviderRefused = provider.ErrAPIRefused
 )
 
 // DateLayout is how days are written everywhere: 2025-03-14.
@@ -95,37 +98,15 @@ func ParseDate(s string, now time.Time) (time.Time, error) {
 }
 
 // BalanceTransaction is the provider's record of one movement of its
-// balance, as reconciliation reads it. Amount is gross and signed (negative
-// leaves the balance), Fee positive when charged (negative when refunded),
-// both in the currency's minor unit.
-type BalanceTransaction struct {
-	ID                string
-	Type              string
-	ReportingCategory string
-	SourceID          string
-	Currency          string
-	Amount            int64
-	Fee               int64
-	Net               int64
-	Created           time.Time
-	// ExchangeRate is the provider's rate when it converted the movement
-	// from its presentment currency into Currency, the balance's (major
-	// units of Currency per major unit of the other); not Valid when no
-	// conversion took place.
-	ExchangeRate decimal.NullDecimal
-}
+// balance (see provider.BalanceTransaction).
+type BalanceTransaction = provider.BalanceTransaction
 
-// Event is one provider event as its list endpoint returned it. Payload is
-// the event's JSON as it appeared in the listed page: the same object the
-// provider signs and delivers, not necessarily the same bytes (whitespace).
-type Event struct {
-	ID      string
-	Type    string
-	Created time.Time
-	Payload []byte
-}
+// Event is one provider event as its list endpoint returned it (see
+// provider.ListedEvent).
+type Event = provider.ListedEvent
 
-// Provider is the payment provider's API as reconciliation reads it. Times
+// Provider is the payment provider's API as reconciliation reads it;
+// provider/stripe's API is one. Times
 // are UTC; a range is [from, to). Every method fails with an error wrapping
 // ErrProvider when the API does.
 type Provider interface {
@@ -145,9 +126,11 @@ type Provider interface {
 	Events(ctx context.Context, from, to time.Time) ([]Event, error)
 }
 
+var _ Provider = (*stripe.API)(nil)
+
 // Ingester commits a provider event to the inbox with its processing job, as
 // the webhook handler does (webhook.TxIngester behind
-// webhook.DecodeStripeEvent). duplicate reports an event the inbox already
+// stripe.DecodeEvent). duplicate reports an event the inbox already
 // had: the inbox's unique key decides, so a webhook arriving at the same
 // moment is never applied twice.
 type Ingester interface {

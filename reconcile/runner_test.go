@@ -64,7 +64,7 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	provider, err := reconcile.NewStripe(reconcile.StripeConfig{
+	provider, err := striperef.NewAPI(striperef.APIConfig{
 		APIKey: b.sim.APIKey(), URL: srv.URL, PageSize: opts.pageSize, MaxNetworkRetries: stripe.Int64(0),
 	})
 	require.NoError(t, err)
@@ -442,7 +442,7 @@ func TestProviderFailureFailsTheRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	srv := b.sim.Start(t)
-	provider, err := reconcile.NewStripe(reconcile.StripeConfig{APIKey: "sk_test_wrong", URL: srv.URL, MaxNetworkRetries: stripe.Int64(0)})
+	provider, err := striperef.NewAPI(striperef.APIConfig{APIKey: "sk_test_wrong", URL: srv.URL, MaxNetworkRetries: stripe.Int64(0)})
 	require.NoError(t, err)
 	runner := reconcile.New(reconcile.Config{Pool: b.world.Pool, Provider: provider})
 	run, err := runner.RunDay(context.Background(), day, reconcile.TriggerCLI, "test")
@@ -454,8 +454,8 @@ func TestProviderFailureFailsTheRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, items)
 
-	_, err = reconcile.NewStripe(reconcile.StripeConfig{URL: srv.URL})
-	require.ErrorIs(t, err, reconcile.ErrNoAPIKey)
+	_, err = striperef.NewAPI(striperef.APIConfig{URL: srv.URL})
+	require.ErrorIs(t, err, striperef.ErrNoAPIKey)
 }
 
 // TestScheduledRunIsOncePerDay: the day's scheduled run is created once,
@@ -503,7 +503,7 @@ func TestRetriedAttemptKeepsItsFees(t *testing.T) {
 	b.sim.Payout(5000, "usd")
 	b.deliver(t)
 	srv := b.sim.Start(t)
-	inner, err := reconcile.NewStripe(reconcile.StripeConfig{APIKey: b.sim.APIKey(), URL: srv.URL, MaxNetworkRetries: stripe.Int64(0)})
+	inner, err := striperef.NewAPI(striperef.APIConfig{APIKey: b.sim.APIKey(), URL: srv.URL, MaxNetworkRetries: stripe.Int64(0)})
 	require.NoError(t, err)
 	runner := reconcile.New(reconcile.Config{Pool: b.world.Pool, Provider: &flakyPayouts{Provider: inner}})
 

@@ -16,6 +16,9 @@ export DATABASE_URL
 export PAYGATE_ADDR="${PAYGATE_ADDR:-127.0.0.1:8080}"
 # Development-only secrets: never use these anywhere real.
 export PAYGATE_STRIPE_WEBHOOK_SECRETS="${PAYGATE_STRIPE_WEBHOOK_SECRETS:-whsec_dev_paygate_local}"
+export PAYGATE_ADYEN_HMAC_KEYS="${PAYGATE_ADYEN_HMAC_KEYS:-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef}"
+export PAYGATE_ADYEN_BASIC_AUTH="${PAYGATE_ADYEN_BASIC_AUTH-adyen:dev-adyen-password}"
+export PAYGATE_STANDARD_WEBHOOK_SOURCES="${PAYGATE_STANDARD_WEBHOOK_SOURCES:-polar=whsec_cGF5Z2F0ZSBkZXZlbG9wbWVudCBzZWNyZXQ=}"
 export PAYGATE_OPS_TOKENS="${PAYGATE_OPS_TOKENS:-dev-ops-token}"
 export PAYGATE_FINANCE_TOKENS="${PAYGATE_FINANCE_TOKENS:-dev-finance-token}"
 [[ -x scripts/dev-services.sh ]] && source scripts/dev-services.sh
@@ -30,7 +33,9 @@ cat <<MSG
 
 paygate (development) on http://$PAYGATE_ADDR
   database        $(sed -E 's#//([^:@]*)(:[^@]*)?@#//\1@#' <<<"$DATABASE_URL")
-  webhook secret  $secret
+  webhook secret  $secret   (Stripe)
+  Adyen HMAC key  ${PAYGATE_ADYEN_HMAC_KEYS%%,*}   Basic auth ${PAYGATE_ADYEN_BASIC_AUTH:-none}
+  Standard Webhooks sources  ${PAYGATE_STANDARD_WEBHOOK_SOURCES%%=*}   (README, "Standard Webhooks")
   ops token       $ops      finance token  ${PAYGATE_FINANCE_TOKENS%%,*}
 
 Send a signed test event (paste into another shell):

@@ -101,9 +101,9 @@ func stopApplier(c *river.Client[pgx.Tx], logger *slog.Logger) {
 }
 
 // stripeProvider is the Stripe provider from PAYGATE_STRIPE_API_KEY and
-// PAYGATE_STRIPE_API_URL. It fails with reconcile.ErrNoAPIKey.
-func stripeProvider(cfg config, progress func(string)) (*reconcile.Stripe, error) {
-	return reconcile.NewStripe(reconcile.StripeConfig{APIKey: cfg.StripeAPIKey, URL: cfg.StripeAPIURL, Progress: progress})
+// PAYGATE_STRIPE_API_URL. It fails with stripe.ErrNoAPIKey.
+func stripeProvider(cfg config, progress func(string)) (*stripe.API, error) {
+	return stripe.NewAPI(stripe.APIConfig{APIKey: cfg.StripeAPIKey, URL: cfg.StripeAPIURL, Progress: progress})
 }
 
 // stripeIngester feeds recovered events through the webhook's ingest path:

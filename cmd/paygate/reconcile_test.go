@@ -16,6 +16,7 @@ import (
 	"github.com/paygate/paygate/internal/testdb"
 	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/reconcile"
 )
 
@@ -65,7 +66,7 @@ func TestReconcileCommandArguments(t *testing.T) {
 
 	t.Setenv("PAYGATE_STRIPE_API_KEY", "")
 	_, _, err = runReconcile(t, "--date", "2025-03-14")
-	require.ErrorIs(t, err, reconcile.ErrNoAPIKey)
+	require.ErrorIs(t, err, stripe.ErrNoAPIKey)
 	require.ErrorContains(t, err, "PAYGATE_STRIPE_API_KEY is not set")
 }
 

@@ -1,4 +1,4 @@
-package reconcile
+package stripe
 
 import (
 	"bytes"
@@ -11,16 +11,18 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
-	"github.com/stripe/stripe-go/v79"
+	stripego "github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/client"
+
+	"github.com/paygate/paygate/provider"
 )
 
-// StripeConfig configures the Stripe provider.
-type StripeConfig struct {
+// APIConfig configures the API client.
+type APIConfig struct {
 	// APIKey is the secret key (PAYGATE_STRIPE_API_KEY). Required.
 	APIKey string
 	// URL is the API base without /v1 (PAYGATE_STRIPE_API_URL);
-	// https://api.stripe.com when empty. stripe-go adds the paths.
+	// https://api.stripego.com when empty. stripe-go adds the paths.
 	URL string
 	// PageSize is the list page size, 1–100; 100 when zero.
 	PageSize int64
@@ -37,36 +39,35 @@ type StripeConfig struct {
 // ErrNoAPIKey: the provider cannot be called without a key.
 var ErrNoAPIKey = errors.New("PAYGATE_STRIPE_API_KEY is not set")
 
-// Stripe reads Stripe's API with stripe-go: balance transactions and events
-// with auto-pagination.
-type Stripe struct {
+// API reads Stripe's API with stripe-go: balance transactions and events
+// with auto-pagination, the records reconciliation compares the ledger
+// with.
+type API struct {
 	api      *client.API
 	pageSize int64
 	progress func(string)
 }
 
-var _ Provider = (*Stripe)(nil)
-
-// NewStripe returns the Stripe provider. It fails with ErrNoAPIKey.
-func NewStripe(cfg StripeConfig) (*Stripe, error) {
+// NewAPI returns the API client. It fails with ErrNoAPIKey.
+func NewAPI(cfg APIConfig) (*API, error) {
 	if strings.TrimSpace(cfg.APIKey) == "" {
 		return nil, ErrNoAPIKey
 	}
 	url := strings.TrimRight(cfg.URL, "/")
 	if url == "" {
-		url = stripe.APIURL
+		url = stripego.APIURL
 	}
-	bc := &stripe.BackendConfig{
-		URL:               stripe.String(url),
+	bc := &stripego.BackendConfig{
+		URL:               stripego.String(url),
 		HTTPClient:        cfg.HTTPClient,
 		MaxNetworkRetries: cfg.MaxNetworkRetries,
 		// stripe-go logs request failures itself; the run reports them.
-		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},
+		LeveledLogger: &stripego.LeveledLogger{Level: stripego.LevelNull},
 	}
-	backends := &stripe.Backends{
-		API:     stripe.GetBackendWithConfig(stripe.APIBackend, bc),
-		Connect: stripe.GetBackendWithConfig(stripe.ConnectBackend, bc),
-		Uploads: stripe.GetBackendWithConfig(stripe.UploadsBackend, bc),
+	backends := &stripego.Backends{
+		API:     stripego.GetBackendWithConfig(stripego.APIBackend, bc),
+		Connect: stripego.GetBackendWithConfig(stripego.ConnectBackend, bc),
+		Uploads: stripego.GetBackendWithConfig(stripego.UploadsBackend, bc),
 	}
 	size := cfg.PageSize
 	if size <= 0 || size > 100 {
@@ -76,51 +77,54 @@ func NewStripe(cfg StripeConfig) (*Stripe, error) {
 	if progress == nil {
 		progress = func(string) {}
 	}
-	return &Stripe{api: client.New(cfg.APIKey, backends), pageSize: size, progress: progress}, nil
+	return &API{api: client.New(cfg.APIKey, backends), pageSize: size, progress: progress}, nil
 }
 
-func (s *Stripe) listParams(ctx context.Context) stripe.ListParams {
-	return stripe.ListParams{Context: ctx, Limit: stripe.Int64(s.pageSize)}
+func (s *API) listParams(ctx context.Context) stripego.ListParams {
+	return stripego.ListParams{Context: ctx, Limit: stripego.Int64(s.pageSize)}
 }
 
-func dayRange(from, to time.Time) *stripe.RangeQueryParams {
-	return &stripe.RangeQueryParams{GreaterThanOrEqual: from.Unix(), LesserThan: to.Unix()}
+func dayRange(from, to time.Time) *stripego.RangeQueryParams {
+	return &stripego.RangeQueryParams{GreaterThanOrEqual: from.Unix(), LesserThan: to.Unix()}
 }
 
-// providerErr wraps a stripe-go failure in ErrProvider, and in
-// ErrProviderRefused too when Stripe answered that the request itself is
-// wrong (400 or 404): retrying it cannot help.
+// providerErr wraps a stripe-go failure in provider.ErrAPI, and in
+// provider.ErrAPIRefused too when Stripe answered that the request itself
+// is wrong (400 or 404): retrying it cannot help.
 func providerErr(what string, err error) error {
-	var se *stripe.Error
+	var se *stripego.Error
 	if errors.As(err, &se) && (se.HTTPStatusCode == http.StatusBadRequest || se.HTTPStatusCode == http.StatusNotFound) {
-		return fmt.Errorf("%w: %w: %s: %w", ErrProvider, ErrProviderRefused, what, err)
+		return fmt.Errorf("%w: %w: %s: %w", provider.ErrAPI, provider.ErrAPIRefused, what, err)
 	}
-	return fmt.Errorf("%w: %s: %w", ErrProvider, what, err)
+	return fmt.Errorf("%w: %s: %w", provider.ErrAPI, what, err)
 }
 
-// BalanceTransactions implements Provider.
-func (s *Stripe) BalanceTransactions(ctx context.Context, from, to time.Time) ([]BalanceTransaction, error) {
-	params := &stripe.BalanceTransactionListParams{ListParams: s.listParams(ctx), CreatedRange: dayRange(from, to)}
+// BalanceTransactions lists every balance transaction created in [from,
+// to), all pages.
+func (s *API) BalanceTransactions(ctx context.Context, from, to time.Time) ([]provider.BalanceTransaction, error) {
+	params := &stripego.BalanceTransactionListParams{ListParams: s.listParams(ctx), CreatedRange: dayRange(from, to)}
 	return s.listBalanceTransactions(params, "balance transactions")
 }
 
-// BalanceTransactionsBySource implements Provider.
-func (s *Stripe) BalanceTransactionsBySource(ctx context.Context, sourceID string) ([]BalanceTransaction, error) {
-	params := &stripe.BalanceTransactionListParams{ListParams: s.listParams(ctx), Source: stripe.String(sourceID)}
+// BalanceTransactionsBySource lists the balance transactions of one
+// source object (ch_, re_, dp_, po_), whenever they were created.
+func (s *API) BalanceTransactionsBySource(ctx context.Context, sourceID string) ([]provider.BalanceTransaction, error) {
+	params := &stripego.BalanceTransactionListParams{ListParams: s.listParams(ctx), Source: stripego.String(sourceID)}
 	return s.listBalanceTransactions(params, "")
 }
 
-// PayoutTransactions implements Provider.
-func (s *Stripe) PayoutTransactions(ctx context.Context, payoutID string) ([]BalanceTransaction, error) {
-	params := &stripe.BalanceTransactionListParams{ListParams: s.listParams(ctx), Payout: stripe.String(payoutID)}
+// PayoutTransactions lists the balance transactions a payout settled
+// (automatic payouts), its own included.
+func (s *API) PayoutTransactions(ctx context.Context, payoutID string) ([]provider.BalanceTransaction, error) {
+	params := &stripego.BalanceTransactionListParams{ListParams: s.listParams(ctx), Payout: stripego.String(payoutID)}
 	return s.listBalanceTransactions(params, "")
 }
 
-func (s *Stripe) listBalanceTransactions(params *stripe.BalanceTransactionListParams, what string) ([]BalanceTransaction, error) {
+func (s *API) listBalanceTransactions(params *stripego.BalanceTransactionListParams, what string) ([]provider.BalanceTransaction, error) {
 	it := s.api.BalanceTransactions.List(params)
-	out := []BalanceTransaction{}
+	out := []provider.BalanceTransaction{}
 	var (
-		page  *stripe.BalanceTransactionList
+		page  *stripego.BalanceTransactionList
 		rates map[string]decimal.NullDecimal
 	)
 	for it.Next() {
@@ -144,21 +148,22 @@ func (s *Stripe) listBalanceTransactions(params *stripe.BalanceTransactionListPa
 	return out, nil
 }
 
-// BalanceTransaction implements Provider.
-func (s *Stripe) BalanceTransaction(ctx context.Context, id string) (BalanceTransaction, bool, error) {
-	params := &stripe.BalanceTransactionParams{}
+// BalanceTransaction returns one by id; found is false when Stripe has
+// none.
+func (s *API) BalanceTransaction(ctx context.Context, id string) (provider.BalanceTransaction, bool, error) {
+	params := &stripego.BalanceTransactionParams{}
 	params.Context = ctx
 	bt, err := s.api.BalanceTransactions.Get(id, params)
-	var se *stripe.Error
+	var se *stripego.Error
 	if errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound {
-		return BalanceTransaction{}, false, nil
+		return provider.BalanceTransaction{}, false, nil
 	}
 	if err != nil {
-		return BalanceTransaction{}, false, providerErr("get balance transaction "+id, err)
+		return provider.BalanceTransaction{}, false, providerErr("get balance transaction "+id, err)
 	}
 	rates, err := exchangeRates(bt.LastResponse)
 	if err != nil {
-		return BalanceTransaction{}, false, providerErr("get balance transaction "+id, err)
+		return provider.BalanceTransaction{}, false, providerErr("get balance transaction "+id, err)
 	}
 	out := fromStripe(bt)
 	out.ExchangeRate = rates[out.ID]
@@ -169,7 +174,7 @@ func (s *Stripe) BalanceTransaction(ctx context.Context, id string) (BalanceTran
 // answer (a list page or one object) from its raw JSON, as a decimal:
 // stripe-go decodes it into a float64, and an amount converted through a
 // float is not the amount Stripe booked.
-func exchangeRates(resp *stripe.APIResponse) (map[string]decimal.NullDecimal, error) {
+func exchangeRates(resp *stripego.APIResponse) (map[string]decimal.NullDecimal, error) {
 	if resp == nil || len(resp.RawJSON) == 0 {
 		return nil, errors.New("balance transactions answer without its raw body")
 	}
@@ -200,8 +205,8 @@ func exchangeRates(resp *stripe.APIResponse) (map[string]decimal.NullDecimal, er
 	return out, nil
 }
 
-func fromStripe(bt *stripe.BalanceTransaction) BalanceTransaction {
-	out := BalanceTransaction{
+func fromStripe(bt *stripego.BalanceTransaction) provider.BalanceTransaction {
+	out := provider.BalanceTransaction{
 		ID:                bt.ID,
 		Type:              string(bt.Type),
 		ReportingCategory: string(bt.ReportingCategory),
@@ -217,16 +222,16 @@ func fromStripe(bt *stripe.BalanceTransaction) BalanceTransaction {
 	return out
 }
 
-// Events implements Provider. Each event's Payload is its JSON as it
+// Events lists every event created in [from, to), all pages. Each event's Payload is its JSON as it
 // appeared in the listed page (stripe-go keeps the page's raw body; list
 // items have no raw body of their own, and re-marshalling stripe-go's struct
 // would drop the fields it does not model).
-func (s *Stripe) Events(ctx context.Context, from, to time.Time) ([]Event, error) {
-	params := &stripe.EventListParams{ListParams: s.listParams(ctx), CreatedRange: dayRange(from, to)}
+func (s *API) Events(ctx context.Context, from, to time.Time) ([]provider.ListedEvent, error) {
+	params := &stripego.EventListParams{ListParams: s.listParams(ctx), CreatedRange: dayRange(from, to)}
 	it := s.api.Events.List(params)
-	out := []Event{}
+	out := []provider.ListedEvent{}
 	var (
-		page *stripe.EventList
+		page *stripego.EventList
 		raw  map[string]json.RawMessage
 	)
 	for it.Next() {
@@ -242,7 +247,7 @@ func (s *Stripe) Events(ctx context.Context, from, to time.Time) ([]Event, error
 		if !ok {
 			return nil, providerErr("list events", fmt.Errorf("event %s has no raw JSON in its page", ev.ID))
 		}
-		out = append(out, Event{ID: ev.ID, Type: string(ev.Type), Created: time.Unix(ev.Created, 0).UTC(), Payload: payload})
+		out = append(out, provider.ListedEvent{ID: ev.ID, Type: string(ev.Type), Created: time.Unix(ev.Created, 0).UTC(), Payload: payload})
 		if len(out)%int(s.pageSize) == 0 {
 			s.progress(fmt.Sprintf("listed %d events", len(out)))
 		}
@@ -255,7 +260,7 @@ func (s *Stripe) Events(ctx context.Context, from, to time.Time) ([]Event, error
 
 // rawItems indexes a list page's data items by id, byte for byte as the page
 // carried them.
-func rawItems(l *stripe.EventList) (map[string]json.RawMessage, error) {
+func rawItems(l *stripego.EventList) (map[string]json.RawMessage, error) {
 	if l.LastResponse == nil || len(l.LastResponse.RawJSON) == 0 {
 		return nil, errors.New("list page without its raw body")
 	}
@@ -276,34 +281,4 @@ func rawItems(l *stripe.EventList) (map[string]json.RawMessage, error) {
 		out[head.ID] = item
 	}
 	return out, nil
-}
-
-// Unavailable is a Provider whose every call fails with err (wrapped in
-// ErrProvider): what a server without PAYGATE_STRIPE_API_KEY reconciles
-// with, so that a requested run fails with the reason instead of the server
-// refusing to start.
-func Unavailable(err error) Provider { return unavailable{err} }
-
-type unavailable struct{ err error }
-
-func (u unavailable) fail() error { return fmt.Errorf("%w: %w", ErrProvider, u.err) }
-
-func (u unavailable) BalanceTransactions(context.Context, time.Time, time.Time) ([]BalanceTransaction, error) {
-	return nil, u.fail()
-}
-
-func (u unavailable) BalanceTransactionsBySource(context.Context, string) ([]BalanceTransaction, error) {
-	return nil, u.fail()
-}
-
-func (u unavailable) BalanceTransaction(context.Context, string) (BalanceTransaction, bool, error) {
-	return BalanceTransaction{}, false, u.fail()
-}
-
-func (u unavailable) PayoutTransactions(context.Context, string) ([]BalanceTransaction, error) {
-	return nil, u.fail()
-}
-
-func (u unavailable) Events(context.Context, time.Time, time.Time) ([]Event, error) {
-	return nil, u.fail()
 }

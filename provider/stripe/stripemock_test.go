@@ -1,4 +1,4 @@
-package reconcile_test
+package stripe_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/stripe/stripe-go/v79"
 
 	"github.com/paygate/paygate/internal/outbuf"
-	"github.com/paygate/paygate/reconcile"
+	striperef "github.com/paygate/paygate/provider/stripe"
 )
 
 // stripeMockVersion is the version scripts/tools.sh pins.
@@ -120,7 +120,7 @@ func TestStripeRequestShapesAgainstStripeMock(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, q)
 	}
 
-	p, err := reconcile.NewStripe(reconcile.StripeConfig{APIKey: "sk_test_123", URL: base, MaxNetworkRetries: stripe.Int64(0)})
+	p, err := striperef.NewAPI(striperef.APIConfig{APIKey: "sk_test_123", URL: base, MaxNetworkRetries: stripe.Int64(0)})
 	require.NoError(t, err)
 	from := time.Date(2025, 3, 14, 0, 0, 0, 0, time.UTC)
 	to := from.AddDate(0, 0, 1)
