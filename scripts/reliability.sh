@@ -19,11 +19,14 @@ fuzz() { # package target
   echo "== fuzz $2 in $1 for $FUZZTIME"
   go test "$1" -run '^$' -fuzz "^$2\$" -fuzztime "$FUZZTIME" 2>&1 | grep -v '^fuzz: elapsed' || return 1
 }
-fuzz ./webhook FuzzParseSignatureHeader
-fuzz ./webhook FuzzDecodeStripeEvent
+fuzz ./provider/stripe FuzzParseSignatureHeader
+fuzz ./provider/stripe FuzzDecodeStripeEvent
+fuzz ./provider/stripe FuzzStripeEffects
+fuzz ./provider/adyen FuzzReceive
+fuzz ./provider/adyen FuzzEffects
+fuzz ./provider/stdwebhooks FuzzReceive
 fuzz ./webhook FuzzStoredIdentityMatchesPostgres
 fuzz ./strictjson FuzzUnmarshal
-fuzz ./jobs FuzzStripeEffects
 fuzz ./api FuzzParseIdempotencyKey
 [[ "${1:-}" == fuzz ]] && exit 0
 
@@ -31,7 +34,7 @@ export PAYGATE_RELIABILITY=long
 echo "== security tests"
 go test -count=1 -timeout 5m \
   -run 'TestServerTimeoutsAreSet|TestSlowClientsAreCutOff|TestWebhookLimitsOnTheWire|TestEveryProtectedRouteRefusesBadCredentials|TestHostileFilterStrings|TestSignatureComparisonIsConstantTime|TestTimestampWindowBothWays|TestBodyLimitBeforeAnythingElse|TestUnstorableIdentifiersAreRefused|TestTokenComparisonIsConstantTime|TestHostileSignedPayloads|TestHostileSignedBodiesAreRefused|TestDistinctInvalidIDsAreNotMerged|TestStoredIdentityIsWhatPostgresReads|TestEventViewAnswerIsBoundedByThePayload|TestV1BodiesAreReadAsEveryReaderReadsThem|TestBulkReplayNeedsAFilter|TestIdempotencyFingerprintIsTheDecodedRequest|TestRequestsAreBoundedInTime' \
-  ./cmd/paygate ./webhook ./api
+  ./cmd/paygate ./webhook ./api ./provider/...
 
 echo "== fault scenarios (PAYGATE_RELIABILITY=long)"
 report="$(mktemp)"
