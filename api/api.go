@@ -86,6 +86,7 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 	v1.GET("/events/:provider/:event_id", s.getEvent, anyRole)
 	v1.GET("/ops/stats", s.opsStats, opsOnly)
 	s.routes(v1)
+	s.refundRoutes(v1)
 	s.opsRoutes(e, v1)
 	s.mountPprof(e)
 	return e, s

@@ -96,8 +96,7 @@ func (s *Server) readyz(c echo.Context) error {
 		if err != nil {
 			detail = "database unreachable"
 		}
-		return writeProblem(c, Problem{Type: docs + "#operations", Title: "Not ready",
-			Status: http.StatusServiceUnavailable, Detail: detail})
+		return answerError(c, withDetail(ErrNotReady, detail))
 	}
 	return writeJSON(c, http.StatusOK, map[string]string{"status": "ready"})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/strictjson"
 )
 
@@ -39,8 +40,14 @@ import (
 // status and body with Idempotent-Replayed: true. A claim whose request died
 // with its process (no response after idempotencyLease) is taken over by the
 // next request with the same fingerprint; if the first holder was only slow,
-// storing its response then matches no row and it rolls back. Keys are
-// purged after 24 hours by the idempotency_purge job (package jobs).
+// storing its response then matches no row and it rolls back.
+//
+// A key is kept jobs.IdempotencyKeyRetention (24 hours) from its first
+// claim (created_at, the column the purge reads). The idempotency_purge job
+// runs only hourly, so a row past the window is treated as absent: the
+// claim's INSERT replaces it in the same statement (ON CONFLICT DO UPDATE …
+// WHERE expired), and the database alone decides which of two requests
+// racing for an expired key runs.
 
 const (
 	// HeaderIdempotencyKey is the request header carrying the key.
@@ -65,21 +72,6 @@ var (
 	// ErrNoIdempotencyTx is returned by TxFrom outside the middleware.
 	ErrNoIdempotencyTx = errors.New("no idempotency transaction on this request")
 )
-
-func idempotencyProblem(err error) Problem {
-	p := Problem{Type: docs + "#idempotency", Detail: err.Error()}
-	switch {
-	case errors.Is(err, ErrIdempotencyKeyMissing):
-		p.Status, p.Title = http.StatusBadRequest, "Idempotency-Key missing"
-	case errors.Is(err, ErrIdempotencyKeyInvalid):
-		p.Status, p.Title = http.StatusBadRequest, "Idempotency-Key invalid"
-	case errors.Is(err, ErrIdempotencyKeyInUse):
-		p.Status, p.Title = http.StatusConflict, "Idempotency-Key in use"
-	case errors.Is(err, ErrIdempotencyKeyReused):
-		p.Status, p.Title = http.StatusUnprocessableEntity, "Idempotency-Key reused"
-	}
-	return p
-}
 
 // ParseIdempotencyKey returns the key of an Idempotency-Key header value:
 // a structured-field string ("abc", with \" and \\ escapes) or a bare token
@@ -279,7 +271,7 @@ func (s *Server) idempotency(next echo.HandlerFunc) echo.HandlerFunc {
 		caller := callerOf(c)
 		key, err := ParseIdempotencyKey(req.Header.Values(HeaderIdempotencyKey))
 		if err != nil {
-			return writeProblem(c, idempotencyProblem(err))
+			return err
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, maxPostBody))
 		if err != nil {
@@ -295,9 +287,6 @@ func (s *Server) idempotency(next echo.HandlerFunc) echo.HandlerFunc {
 		ctx := req.Context()
 		token, stored, err := s.claim(ctx, caller.Identity, key, fp, req.Method, req.URL.Path)
 		if err != nil {
-			if p := idempotencyProblem(err); p.Status != 0 {
-				return writeProblem(c, p)
-			}
 			return err
 		}
 		if stored != nil {
@@ -378,10 +367,7 @@ func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, identity, key
 	if tag.RowsAffected() == 0 {
 		// Our claim was taken over after its lease: the other request
 		// owns the key now, and our effects must not commit.
-		answered = true
-		res.Writer = orig
-		res.Committed, res.Status, res.Size = false, 0, 0
-		return writeProblem(c, idempotencyProblem(ErrIdempotencyKeyInUse))
+		return ErrIdempotencyKeyInUse
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -422,14 +408,20 @@ func (s *Server) claim(ctx context.Context, identity, key string, fp []byte, met
 		return nil, nil, fmt.Errorf("claim token: %w", err)
 	}
 	pool := s.config.Pool
-	// A few rounds at most: the row may vanish (released, purged) between
-	// our insert and our read, or be taken over by someone else.
+	retentionSecs := jobs.IdempotencyKeyRetention.Seconds()
+	// A few rounds at most: the row may vanish (released, purged) or expire
+	// between our insert and our read, or be taken over by someone else.
 	for range 5 {
 		tag, err := pool.Exec(ctx, `
-			INSERT INTO idempotency_keys (identity, key, fingerprint, method, path, claim_token)
+			INSERT INTO idempotency_keys AS k (identity, key, fingerprint, method, path, claim_token)
 			VALUES ($1, $2, $3, $4, $5, $6)
-			ON CONFLICT (identity, key) DO NOTHING`,
-			identity, key, fp, method, path, token)
+			ON CONFLICT (identity, key) DO UPDATE SET
+				fingerprint = excluded.fingerprint, method = excluded.method, path = excluded.path,
+				claim_token = excluded.claim_token, created_at = now(), claimed_at = now(),
+				completed_at = NULL, response_status = NULL, response_type = NULL,
+				response_location = NULL, response_body = NULL
+			WHERE k.created_at < now() - make_interval(secs => $7)`,
+			identity, key, fp, method, path, token, retentionSecs)
 		if err != nil {
 			return nil, nil, fmt.Errorf("claim idempotency key: %w", err)
 		}
@@ -447,12 +439,15 @@ func (s *Server) claim(ctx context.Context, identity, key string, fp []byte, met
 			respBody  []byte
 			leaseSecs = idempotencyLease.Seconds()
 		)
+		// A row past the window reads as absent: the next round's insert
+		// replaces it.
 		err = pool.QueryRow(ctx, `
 			SELECT fingerprint, claim_token, completed_at IS NOT NULL,
 				claimed_at < now() - make_interval(secs => $3),
 				response_status, response_type, response_location, response_body
-			FROM idempotency_keys WHERE identity = $1 AND key = $2`,
-			identity, key, leaseSecs).
+			FROM idempotency_keys
+			WHERE identity = $1 AND key = $2 AND created_at >= now() - make_interval(secs => $4)`,
+			identity, key, leaseSecs, retentionSecs).
 			Scan(&have, &oldToken, &finished, &expired, &status, &ctype, &location, &respBody)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue

@@ -274,8 +274,7 @@ func (s *Server) discardEvent(c echo.Context) error {
 	ev, err := s.config.Jobs.DiscardEventTx(c.Request().Context(), tx, c.Param("provider"), c.Param("event_id"), s.operation(c, reason))
 	if errors.Is(err, inbox.ErrAlreadyProcessed) {
 		// An answer, not a failure: stored under the key like any other.
-		return writeProblem(c, Problem{Type: docs + "#poison-queue", Title: "Event already processed",
-			Status: http.StatusConflict, Detail: "the event's effects are in the ledger; a processed event cannot be discarded"})
+		return answerError(c, err)
 	}
 	if err != nil {
 		return err

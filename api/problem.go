@@ -10,6 +10,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/paygate/paygate/inbox"
+	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/reconcile"
+	"github.com/paygate/paygate/refund"
 	"github.com/paygate/paygate/webhook"
 )
 
@@ -29,57 +32,108 @@ var (
 	ErrUnauthorized = errors.New("missing or unknown bearer token")
 	ErrForbidden    = errors.New("this token's role may not do that")
 	ErrBadRequest   = errors.New("bad request")
+	// ErrNotReady: the database is unreachable or not migrated (/readyz).
+	ErrNotReady = errors.New("not ready")
 )
 
-// problemFor is the one error → status table of paygate's HTTP surface.
+// problemType is one row of the error → status table: an error matching
+// any of errs (errors.Is, so wrapped too) answers status with the problem
+// type docs#slug and title. The detail is the error's text, unless the row
+// fixes one: there the text would say what only the logs should (a
+// database's message) or less than the client needs.
+type problemType struct {
+	errs   []error
+	status int
+	slug   string
+	title  string
+	detail string
+}
+
+// problemTable is paygate's one error → status table, for every answer its
+// HTTP surface gives to an error. First match wins, so a row for an error
+// that wraps another must come before the other's.
+var problemTable = []problemType{
+	{errs: []error{webhook.ErrMissingSignature, webhook.ErrMalformedSignature, webhook.ErrInvalidSignature},
+		status: http.StatusBadRequest, slug: "webhooks", title: "Invalid signature"},
+	{errs: []error{webhook.ErrStaleTimestamp, webhook.ErrFutureTimestamp},
+		status: http.StatusBadRequest, slug: "webhooks", title: "Signature timestamp outside tolerance"},
+	{errs: []error{webhook.ErrNotAnEvent}, status: http.StatusBadRequest, slug: "webhooks", title: "Not an event"},
+	{errs: []error{webhook.ErrUnauthenticated}, status: http.StatusUnauthorized, slug: "webhooks", title: "Webhook not authenticated"},
+	{errs: []error{webhook.ErrUnknownSource}, status: http.StatusNotFound, slug: "webhooks", title: "Unknown webhook source"},
+	{errs: []error{webhook.ErrBodyTooLarge}, status: http.StatusRequestEntityTooLarge, slug: "webhooks", title: "Body too large"},
+	{errs: []error{webhook.ErrNotConfigured}, status: http.StatusServiceUnavailable, slug: "configuration", title: "Webhook secret not configured"},
+	{errs: []error{webhook.ErrUnavailable}, status: http.StatusServiceUnavailable, slug: "webhooks", title: "Database unavailable",
+		detail: "the event was not stored; retry later"},
+
+	{errs: []error{ErrUnauthorized}, status: http.StatusUnauthorized, slug: "authentication", title: "Unauthorized"},
+	{errs: []error{ErrForbidden}, status: http.StatusForbidden, slug: "authentication", title: "Forbidden"},
+	{errs: []error{ErrBadRequest}, status: http.StatusBadRequest, slug: "http-api", title: "Bad request"},
+	{errs: []error{ErrIdempotencyKeyMissing}, status: http.StatusBadRequest, slug: "idempotency", title: "Idempotency-Key missing"},
+	{errs: []error{ErrIdempotencyKeyInvalid}, status: http.StatusBadRequest, slug: "idempotency", title: "Idempotency-Key invalid"},
+	{errs: []error{ErrIdempotencyKeyInUse}, status: http.StatusConflict, slug: "idempotency", title: "Idempotency-Key in use"},
+	{errs: []error{ErrIdempotencyKeyReused}, status: http.StatusUnprocessableEntity, slug: "idempotency", title: "Idempotency-Key reused"},
+	{errs: []error{ErrNotReady}, status: http.StatusServiceUnavailable, slug: "operations", title: "Not ready"},
+
+	{errs: []error{inbox.ErrNotFound}, status: http.StatusNotFound, slug: "http-api", title: "Not found"},
+	{errs: []error{inbox.ErrAlreadyProcessed}, status: http.StatusConflict, slug: "poison-queue", title: "Event already processed",
+		detail: "the event's effects are in the ledger; a processed event cannot be discarded"},
+	// A request's own bound (Config.RequestTimeout) ran out.
+	{errs: []error{context.DeadlineExceeded}, status: http.StatusServiceUnavailable, slug: "http-api", title: "Request timed out",
+		detail: "the request took longer than its time limit; retry later"},
+
+	{errs: []error{ledger.ErrPaymentNotFound, ledger.ErrNotFound}, status: http.StatusNotFound, slug: "http-api", title: "Not found"},
+	{errs: []error{reconcile.ErrRunNotFound}, status: http.StatusNotFound, slug: "reconciliation", title: "Not found"},
+	{errs: []error{refund.ErrPaymentNotFound}, status: http.StatusNotFound, slug: "refunds", title: "Payment not found"},
+	{errs: []error{refund.ErrRequestNotFound}, status: http.StatusNotFound, slug: "refunds", title: "Refund request not found"},
+	{errs: []error{refund.ErrExceedsRefundable}, status: http.StatusUnprocessableEntity, slug: "refund-exceeds-refundable",
+		title: "Refund exceeds refundable amount"},
+	{errs: []error{refund.ErrUnsupportedProvider}, status: http.StatusUnprocessableEntity, slug: "refunds",
+		title: "Refunds not supported at this provider"},
+	{errs: []error{refund.ErrInvalidRequest}, status: http.StatusBadRequest, slug: "refunds", title: "Invalid refund request"},
+}
+
+// internalProblem answers every error the table does not know: its text is
+// for the log, never for the client.
+var internalProblem = Problem{Type: "about:blank", Title: "Internal Server Error", Status: http.StatusInternalServerError,
+	Detail: "an unexpected error occurred; it has been logged with the request id"}
+
+// problemFor answers err from problemTable; Echo's own errors (no route, a
+// method not allowed, a body too large for the middleware) keep Echo's
+// status; anything else is internalProblem.
 func problemFor(err error) Problem {
-	p := func(status int, slug, title string) Problem {
-		return Problem{Type: docs + "#" + slug, Title: title, Status: status, Detail: err.Error()}
+	for _, row := range problemTable {
+		for _, target := range row.errs {
+			if errors.Is(err, target) {
+				p := Problem{Type: docs + "#" + row.slug, Title: row.title, Status: row.status, Detail: row.detail}
+				if p.Detail == "" {
+					p.Detail = err.Error()
+				}
+				return p
+			}
+		}
 	}
 	var he *echo.HTTPError
-	switch {
-	case errors.Is(err, webhook.ErrMissingSignature),
-		errors.Is(err, webhook.ErrMalformedSignature),
-		errors.Is(err, webhook.ErrInvalidSignature):
-		return p(http.StatusBadRequest, "webhooks", "Invalid signature")
-	case errors.Is(err, webhook.ErrStaleTimestamp), errors.Is(err, webhook.ErrFutureTimestamp):
-		return p(http.StatusBadRequest, "webhooks", "Signature timestamp outside tolerance")
-	case errors.Is(err, webhook.ErrNotAnEvent):
-		return p(http.StatusBadRequest, "webhooks", "Not an event")
-	case errors.Is(err, webhook.ErrUnauthenticated):
-		return p(http.StatusUnauthorized, "webhooks", "Webhook not authenticated")
-	case errors.Is(err, webhook.ErrUnknownSource):
-		return p(http.StatusNotFound, "webhooks", "Unknown webhook source")
-	case errors.Is(err, webhook.ErrBodyTooLarge):
-		return p(http.StatusRequestEntityTooLarge, "webhooks", "Body too large")
-	case errors.Is(err, webhook.ErrNotConfigured):
-		return p(http.StatusServiceUnavailable, "configuration", "Webhook secret not configured")
-	case errors.Is(err, webhook.ErrUnavailable):
-		return Problem{Type: docs + "#webhooks", Title: "Database unavailable", Status: http.StatusServiceUnavailable,
-			Detail: "the event was not stored; retry later"}
-	case errors.Is(err, ErrUnauthorized):
-		return p(http.StatusUnauthorized, "authentication", "Unauthorized")
-	case errors.Is(err, ErrForbidden):
-		return p(http.StatusForbidden, "authentication", "Forbidden")
-	case errors.Is(err, ErrBadRequest):
-		return p(http.StatusBadRequest, "http-api", "Bad request")
-	case errors.Is(err, inbox.ErrNotFound):
-		return p(http.StatusNotFound, "http-api", "Not found")
-	case errors.Is(err, context.DeadlineExceeded):
-		// A request's own bound (Config.RequestTimeout) ran out.
-		return Problem{Type: docs + "#http-api", Title: "Request timed out", Status: http.StatusServiceUnavailable,
-			Detail: "the request took longer than its time limit; retry later"}
-	case errors.As(err, &he):
+	if errors.As(err, &he) {
 		return Problem{Type: "about:blank", Title: http.StatusText(he.Code), Status: he.Code, Detail: fmt.Sprint(he.Message)}
 	}
-	if extra, ok := problemForDomain(err); ok {
-		return extra
-	}
-	return Problem{Type: "about:blank", Title: "Internal Server Error", Status: http.StatusInternalServerError,
-		Detail: "an unexpected error occurred; it has been logged with the request id"}
+	return internalProblem
 }
 
 func statusOf(err error) int { return problemFor(err).Status }
+
+// withDetail returns an error that answers like sentinel with detail as its
+// problem's detail, for answers that name what the request asked for.
+func withDetail(sentinel error, detail string) error {
+	return &detailedError{sentinel: sentinel, detail: detail}
+}
+
+type detailedError struct {
+	sentinel error
+	detail   string
+}
+
+func (e *detailedError) Error() string { return e.detail }
+func (e *detailedError) Unwrap() error { return e.sentinel }
 
 // ErrorHandler answers every error as problem+json. Unexpected errors are
 // logged with the request id and answered with a generic body.
@@ -103,6 +157,17 @@ func ErrorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 	}
 }
 
+// answerError writes err's answer from the table as the handler's own
+// response rather than as a failure: under an Idempotency-Key it is stored
+// and replayed like a success (a failure releases the key instead), and it
+// is neither logged nor given a Retry-After (a readiness probe's 503 is an
+// answer, not an incident).
+func answerError(c echo.Context, err error) error {
+	return writeProblem(c, problemFor(err))
+}
+
+// writeProblem renders a problem. Only ErrorHandler and answerError call it
+// (problem_test.go checks), so that no answer bypasses the table.
 func writeProblem(c echo.Context, p Problem) error {
 	if c.Request().Method == http.MethodHead {
 		return c.NoContent(p.Status)

@@ -160,35 +160,36 @@ func (s *Server) createReconciliationRun(c echo.Context) error {
 	return writeJSON(c, http.StatusAccepted, RunView{ID: run.ID, Date: run.Date.Format(reconcile.DateLayout), Status: string(run.Status)})
 }
 
-// loadRun reads the run named in the path and its items, answering 404
-// itself when there is no such run (found false).
-func (s *Server) loadRun(c echo.Context) (run reconcile.Run, items []reconcile.Item, found bool, err error) {
-	id, perr := strconv.ParseInt(c.Param("id"), 10, 64)
-	if perr == nil && id > 0 {
-		run, err = reconcile.GetRun(c.Request().Context(), s.config.Pool, id)
+// loadRun reads the run named in the path and its items. It fails with
+// reconcile.ErrRunNotFound, for an id that is not a run's or not an id.
+func (s *Server) loadRun(c echo.Context) (reconcile.Run, []reconcile.Item, error) {
+	notFound := withDetail(reconcile.ErrRunNotFound, fmt.Sprintf("no reconciliation run has id %q", c.Param("id")))
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return reconcile.Run{}, nil, notFound
 	}
-	if perr != nil || id <= 0 || errors.Is(err, reconcile.ErrRunNotFound) {
-		return run, nil, false, writeProblem(c, Problem{Type: docs + "#reconciliation", Title: "Not found",
-			Status: http.StatusNotFound, Detail: fmt.Sprintf("no reconciliation run has id %q", c.Param("id"))})
+	run, err := reconcile.GetRun(c.Request().Context(), s.config.Pool, id)
+	if errors.Is(err, reconcile.ErrRunNotFound) {
+		return run, nil, notFound
 	}
 	if err != nil {
-		return run, nil, false, err
+		return run, nil, err
 	}
-	items, err = reconcile.Items(c.Request().Context(), s.config.Pool, run.ID)
-	return run, items, err == nil, err
+	items, err := reconcile.Items(c.Request().Context(), s.config.Pool, run.ID)
+	return run, items, err
 }
 
 func (s *Server) getReconciliationRun(c echo.Context) error {
-	run, items, found, err := s.loadRun(c)
-	if !found || err != nil {
+	run, items, err := s.loadRun(c)
+	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, runReportView(run, items))
 }
 
 func (s *Server) getReconciliationItemsCSV(c echo.Context) error {
-	run, items, found, err := s.loadRun(c)
-	if !found || err != nil {
+	run, items, err := s.loadRun(c)
+	if err != nil {
 		return err
 	}
 	var buf bytes.Buffer

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 	"time"
 
@@ -20,16 +19,6 @@ func (s *Server) routes(v1 *echo.Group) {
 	v1.GET("/payments/:payment_id/ledger", s.getPaymentLedger, anyRole)
 	v1.GET("/ledger/trial-balance", s.trialBalance, anyRole)
 	s.reconciliationRoutes(v1)
-}
-
-// problemForDomain maps the errors of the ledger and the other domain
-// packages.
-func problemForDomain(err error) (Problem, bool) {
-	switch {
-	case errors.Is(err, ledger.ErrPaymentNotFound), errors.Is(err, ledger.ErrNotFound):
-		return Problem{Type: docs + "#http-api", Title: "Not found", Status: http.StatusNotFound, Detail: err.Error()}, true
-	}
-	return Problem{}, false
 }
 
 // PaymentView is a payment as the API shows it. Amounts are decimal strings

@@ -21,6 +21,10 @@ const (
 	ActionBulkReplay Action = "bulk_replay" // one event of a replay by filter
 	ActionDiscard    Action = "discard"     // one event set aside, with a reason
 	ActionSweep      Action = "sweep"       // one event whose job vanished, re-enqueued by the sweeper
+	// The refund saga's entries name the refund request (rr_…) in EventID
+	// and its payment's provider in Provider.
+	ActionRefundRequest Action = "refund_request" // an operator asked for a refund
+	ActionRefundFailed  Action = "refund_failed"  // a refund request failed: refused, reported failed, or past the key window
 )
 
 // Operation says who acts and why. Every operator action records it in the

@@ -15,6 +15,7 @@ import (
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/ledger"
 	"github.com/paygate/paygate/provider"
+	"github.com/paygate/paygate/refund"
 	"github.com/paygate/paygate/statemachine"
 )
 
@@ -159,6 +160,7 @@ type batchWrites struct {
 	changes  []ledger.StateChange
 	emails   []Email
 	statuses []inbox.StatusUpdate
+	refunds  []refund.Report
 }
 
 func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], keys []inbox.Key) ([]error, error) {
@@ -253,6 +255,17 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 	if err := ledger.SavePaymentsTx(ctx, tx, touched, writes.changes); err != nil {
 		return nil, err
 	}
+	// The refund requests these reports settle, after their payments'
+	// locks (the order every writer of a request takes them in).
+	failed, err := refund.SettleTx(ctx, tx, writes.refunds)
+	if err != nil {
+		return nil, err
+	}
+	alerts, err := compensateTx(ctx, tx, a.opsEmail, failed, "provider")
+	if err != nil {
+		return nil, err
+	}
+	writes.emails = append(writes.emails, alerts...)
 	if _, err := EnqueueEmailsTx(ctx, tx, rc, writes.emails); err != nil {
 		return nil, err
 	}
@@ -329,6 +342,10 @@ func (a *applier) fold(ev inbox.Event, fx Effects, pa *paymentApply, posted map[
 	// Accepted: from here on, the event is part of the batch.
 	for _, t := range postings {
 		posted[t.Ref] = t
+	}
+	for _, r := range fx.Refunds {
+		writes.refunds = append(writes.refunds, refund.Report{Provider: ev.Provider, Reference: r.Reference,
+			ProviderRefundID: r.ProviderRefundID, Succeeded: r.Succeeded, FailureReason: r.FailureReason})
 	}
 	writes.postings = append(writes.postings, postings...)
 	for i, f := range added {

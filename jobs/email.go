@@ -32,10 +32,14 @@ const (
 	// EmailPoisonAlert goes to ops once per event that became poison;
 	// ObjectID is "<provider>/<event_id>" (see EnqueuePoisonAlertTx).
 	EmailPoisonAlert EmailKind = "poison_alert"
+	// EmailRefundFailedAlert goes to ops once per refund request that
+	// failed (refused, reported failed, or past the key window); ObjectID
+	// is the request id (rr_…).
+	EmailRefundFailedAlert EmailKind = "refund_failed_alert"
 )
 
 // EmailKinds lists every kind.
-var EmailKinds = []EmailKind{EmailPaymentReceipt, EmailRefundConfirmation, EmailDisputeAlert, EmailPoisonAlert}
+var EmailKinds = []EmailKind{EmailPaymentReceipt, EmailRefundConfirmation, EmailDisputeAlert, EmailPoisonAlert, EmailRefundFailedAlert}
 
 // EmailStatus is where an outbox row stands.
 type EmailStatus string
@@ -324,7 +328,7 @@ func sendable(recipient string) bool {
 
 func noRecipientReason(kind EmailKind) string {
 	switch kind {
-	case EmailDisputeAlert, EmailPoisonAlert:
+	case EmailDisputeAlert, EmailPoisonAlert, EmailRefundFailedAlert:
 		return "no recipient: PAYGATE_OPS_EMAIL is not set"
 	default:
 		return "no recipient: the charge has no receipt_email or billing email"

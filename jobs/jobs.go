@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/paygate/paygate/provider"
 )
 
 // Queues. Events have their own queue so that a slow SMTP server or a long
@@ -85,6 +87,14 @@ type Config struct {
 	InsertOnly bool
 	// Email configures the send_email worker (SMTP, sender, ops address).
 	Email EmailConfig
+	// Refunders are the providers' refund clients, by provider name, for
+	// the submit_refund worker; a provider without one cannot be asked for
+	// refunds (see Client.CanRefund).
+	Refunders map[string]provider.Refunder
+	// RefundCallTimeout bounds one call to a provider's refund API;
+	// default 30s. A call cut off is indeterminate and retried with the
+	// same key.
+	RefundCallTimeout time.Duration
 	// Extra lets other packages register their workers and periodic jobs.
 	Register func(*river.Workers) []*river.PeriodicJob
 }
@@ -104,6 +114,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.RescueStuckJobsAfter <= 0 {
 		c.RescueStuckJobsAfter = 15 * time.Second
+	}
+	if c.RefundCallTimeout <= 0 {
+		c.RefundCallTimeout = 30 * time.Second
 	}
 }
 
@@ -131,6 +144,8 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	}
 	river.AddWorker(workers, emailWorker)
 	river.AddWorker(workers, &IdempotencyPurgeWorker{Pool: pool})
+	river.AddWorker(workers, &SubmitRefundWorker{pool: pool, refunders: config.Refunders,
+		opsEmail: config.Email.OpsEmail, logger: config.Logger, now: time.Now, callTimeout: config.RefundCallTimeout})
 	sweeper := newSweeper(pool, config)
 	river.AddWorker(workers, &InboxSweepWorker{sweeper: sweeper})
 	var periodic []*river.PeriodicJob
@@ -166,6 +181,13 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	return &Client{River: client, config: config, sweeper: sweeper}, nil
+}
+
+// CanRefund reports whether refunds can be started at provider: whether a
+// refund client is configured for it.
+func (c *Client) CanRefund(provider string) bool {
+	_, ok := c.config.Refunders[provider]
+	return ok
 }
 
 // mayReindex reports whether the pool's role may reindex River's job table:

@@ -114,6 +114,20 @@ type Effects struct {
 	// "none".
 	ReceiptEmail      string
 	ReceiptEmailKnown bool
+	// Refunds are the outcomes the event reports of refunds, for the
+	// refund requests paygate made (named by the refund's metadata, or by
+	// the refund id a request recorded).
+	Refunds []RefundReport
+}
+
+// RefundReport is an event's word on one refund's outcome.
+type RefundReport struct {
+	// Reference is the request id the refund carries under
+	// RefundReferenceKey; empty when it carries none.
+	Reference        string
+	ProviderRefundID string
+	Succeeded        bool // else failed
+	FailureReason    string
 }
 
 // Mapper maps events, as stored in the inbox, to their effects. It is pure:

@@ -28,6 +28,8 @@ usage:
   paygate reconcile --date YYYY-MM-DD  reconcile one UTC day and print its summary
   paygate poison list|show ID|replay ID|discard ID --reason R
                                        review the poison queue from the box
+  paygate refund PAYMENT_ID [--amount A] [--reason R] [--note N]
+                                       refund a payment, and follow the request
 
 Configuration is read from the environment; see the README.
 `
@@ -69,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdReconcile(ctx, cfg, logger, args[1:], stdout)
 	case "poison":
 		return cmdPoison(ctx, cfg, logger, args[1:], stdout)
+	case "refund":
+		return cmdRefund(ctx, cfg, logger, args[1:], stdout)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

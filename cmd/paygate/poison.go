@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/user"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -68,11 +70,12 @@ func cmdPoison(ctx context.Context, cfg config, logger *slog.Logger, args []stri
 
 // cliActor names the operator in the audit log.
 func cliActor() string {
-	user := os.Getenv("USER")
-	if user == "" {
-		user = "unknown"
+	// The account the process runs as, not $USER, which anyone can set.
+	name := "uid " + strconv.Itoa(os.Getuid())
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
 	}
-	return "cli:" + user
+	return "cli:" + name
 }
 
 // parseInterleaved parses flags that may come before or after the one

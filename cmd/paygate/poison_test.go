@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os/user"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ import (
 func TestPoisonCLI(t *testing.T) {
 	pool, url := testdb.NewWithURL(t)
 	t.Setenv("DATABASE_URL", url)
-	t.Setenv("USER", "alice")
+	t.Setenv("USER", "alice") // anyone can set $USER: the audit log names the OS account instead
 	ctx := context.Background()
 	jc, err := jobs.NewClient(pool, jobs.Config{InsertOnly: true})
 	require.NoError(t, err)
@@ -137,6 +138,8 @@ func TestPoisonCLI(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args->>'event_id' = 'evt_cli_old'`).Scan(&jobsOld))
 	require.Equal(t, 2, jobsOld, "a new process_event job")
 
+	osUser, err := user.Current()
+	require.NoError(t, err)
 	entries, _, err := inbox.ListAudit(ctx, pool, inbox.AuditFilter{}, inbox.Page{})
 	require.NoError(t, err)
 	require.Len(t, entries, 2)
@@ -145,7 +148,7 @@ func TestPoisonCLI(t *testing.T) {
 	require.Equal(t, inbox.ActionDiscard, entries[1].Action)
 	require.Equal(t, "sandbox event", entries[1].Reason)
 	for _, e := range entries {
-		require.Equal(t, "cli:alice", e.Actor)
+		require.Equal(t, "cli:"+osUser.Username, e.Actor)
 		require.Empty(t, e.IdempotencyKey)
 	}
 }

@@ -44,6 +44,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		ProcessMaxAttempts: cfg.ProcessMaxAttempts,
 		Email:              jobs.EmailConfig{SMTPURL: cfg.SMTPURL, From: cfg.EmailFrom, OpsEmail: cfg.OpsEmail},
 		Register:           reconcileHook,
+		Refunders:          refunders(cfg, logger),
 		Registerer:         registry,
 	})
 	if err != nil {
@@ -147,6 +148,18 @@ func stopWorkers(c *jobs.Client, timeout time.Duration, logger *slog.Logger) {
 }
 
 // ingestMode selects how the webhook endpoint commits: "batch" (group
+// refunders are the providers paygate can start refunds at: Stripe, when
+// PAYGATE_STRIPE_API_KEY is set. Without it a refund request is refused at
+// once (422), never accepted to fail later.
+func refunders(cfg config, logger *slog.Logger) map[string]provider.Refunder {
+	api, err := stripeProvider(cfg, nil)
+	if err != nil {
+		logger.Warn("PAYGATE_STRIPE_API_KEY is empty: refunds cannot be started from paygate")
+		return nil
+	}
+	return map[string]provider.Refunder{stripe.Name: api}
+}
+
 // webhookReceivers builds each provider's Receiver from the configuration:
 // Stripe and Adyen always (without keys they answer 503, so that their
 // senders retry), and one per Standard Webhooks source.

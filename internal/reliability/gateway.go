@@ -223,6 +223,26 @@ func (g *Gateway) Kill() error {
 	return nil
 }
 
+// Pause freezes the process (SIGSTOP): it holds its connections and its
+// jobs, and does nothing, as a process stuck in a long pause does; River
+// rescues its jobs once they are stuck long enough. Resume lets it go on.
+func (g *Gateway) Pause() error { return g.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process (SIGCONT).
+func (g *Gateway) Resume() error { return g.signal(syscall.SIGCONT) }
+
+func (g *Gateway) signal(sig syscall.Signal) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.running {
+		return errors.New("gateway not running")
+	}
+	if err := g.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signal paygate %s: %w", sig, err)
+	}
+	return nil
+}
+
 // Stop sends SIGTERM and waits up to 30s for a clean exit, then kills.
 func (g *Gateway) Stop() {
 	g.mu.Lock()

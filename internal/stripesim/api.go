@@ -14,12 +14,14 @@ import (
 	"testing"
 )
 
-// Handler serves the part of Stripe's API that reconciliation reads:
+// Handler serves the part of Stripe's API that reconciliation reads, and
+// the refunds paygate asks for:
 //
 //	GET /v1/events                      list, newest first
 //	GET /v1/events/{id}
 //	GET /v1/balance_transactions        list, newest first
 //	GET /v1/balance_transactions/{id}
+//	POST /v1/refunds                    form-encoded, behind Stripe's idempotency layer
 //
 // Lists answer Stripe's envelope {"object":"list","data":[…],"has_more",
 // "url"} and take limit (1–100, default 10), starting_after, ending_before,
@@ -29,12 +31,25 @@ import (
 // needs the API key, as a Bearer token or as the basic-auth user (stripe-go
 // sends either); otherwise 401. Errors have Stripe's shape
 // {"error":{"type":"invalid_request_error","message":…}}.
+//
+// POST /v1/refunds takes payment_intent or charge, amount, reason and
+// metadata[…], and refunds as Sim.Refund does (the same objects and
+// events), with Stripe's refusals (amount_too_large,
+// charge_already_refunded, resource_missing…). It honours Idempotency-Key
+// as Stripe does: the first request with a key runs and its answer, error
+// or not, is stored; a retry with the same parameters gets it again with
+// Idempotent-Replayed: true, other parameters get 400 idempotency_error,
+// and a retry while the first still runs 409 idempotency_key_in_use.
+// Requests that fail validation store nothing; keys expire
+// IdempotencyKeyTTL after their first use. RefuseNextRefund,
+// FailNextRefundRequest and DelayRefundAnswer make it misbehave.
 func (s *Sim) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/events", s.listEvents)
 	mux.HandleFunc("GET /v1/events/{id}", s.getEvent)
 	mux.HandleFunc("GET /v1/balance_transactions", s.listBalanceTransactions)
 	mux.HandleFunc("GET /v1/balance_transactions/{id}", s.getBalanceTransaction)
+	mux.HandleFunc("POST /v1/refunds", s.createRefund)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, apiError{
 			Message: fmt.Sprintf("Unrecognized request URL (%s: %s).", r.Method, r.URL.Path),

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
@@ -249,6 +250,7 @@ func TestSchemaObjectsMatchStripeOpenAPI(t *testing.T) {
 	sim := schemaScenario()
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(srv.Close)
+	refunds := refundAnswers(t, sim, srv)
 
 	used := map[int]bool{}
 	for _, sp := range schemaSpecs {
@@ -287,6 +289,15 @@ func TestSchemaObjectsMatchStripeOpenAPI(t *testing.T) {
 		// Errors have Stripe's error shape too.
 		c.get(srv, "/v1/events/evt_missing", "/v1/events/{id}", "default")
 		c.get(srv, "/v1/balance_transactions?limit=0", "/v1/balance_transactions", "default")
+		for _, a := range refunds {
+			status := "default"
+			if a.status == http.StatusOK {
+				status = "200"
+			}
+			v, err := stripeschema.Decode(a.body)
+			require.NoError(t, err, a.what)
+			c.record("POST /v1/refunds "+a.what, c.spec.ValidateResponse(http.MethodPost, "/v1/refunds", status, v, c.opts()))
+		}
 
 		if len(c.bad) > 0 {
 			t.Errorf("stripe-mock %s (API %s): %d violations:\n%s", sp.mock, sp.api, len(c.bad), strings.Join(c.bad, "\n"))
@@ -312,6 +323,56 @@ func TestSchemaObjectsMatchStripeOpenAPI(t *testing.T) {
 		}
 	}
 	require.Less(t, time.Since(start), 10*time.Second, "the schema check must stay fast")
+}
+
+// refundAnswer is one answer of POST /v1/refunds, kept to be validated
+// against each spec.
+type refundAnswer struct {
+	what   string
+	status int
+	body   []byte
+}
+
+// refundAnswers makes every kind of answer POST /v1/refunds gives: refunds
+// by payment intent and by charge, with and without reason and metadata,
+// replays, and each error. Its refunds' events join the scenario's.
+func refundAnswers(t *testing.T, sim *Sim, srv *httptest.Server) []refundAnswer {
+	t.Helper()
+	p := sim.Pay(PayOpts{Amount: 2500, Currency: "eur", Email: "refunds@example.com"})
+	var out []refundAnswer
+	post := func(what, key string, form url.Values, want int) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/refunds", strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+DefaultAPIKey)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, want, resp.StatusCode, "%s: %s", what, body)
+		out = append(out, refundAnswer{what: what, status: resp.StatusCode, body: body})
+	}
+	withMeta := url.Values{"payment_intent": {p.ID}, "amount": {"1000"}, "reason": {"duplicate"}, "metadata[paygate_refund_request]": {"rr_schema"}}
+	post("by payment_intent", "schema-1", withMeta, http.StatusOK)
+	post("replayed", "schema-1", withMeta, http.StatusOK)
+	post("other parameters", "schema-1", url.Values{"payment_intent": {p.ID}, "amount": {"999"}}, http.StatusBadRequest)
+	post("amount_too_large", "schema-2", url.Values{"payment_intent": {p.ID}, "amount": {"99999"}}, http.StatusBadRequest)
+	post("resource_missing", "schema-3", url.Values{"charge": {"ch_missing"}}, http.StatusNotFound)
+	post("invalid reason", "", url.Values{"payment_intent": {p.ID}, "reason": {"bored"}}, http.StatusBadRequest)
+	sim.RefuseNextRefund("card_error", "expired_card", "Your card has expired.")
+	post("card_error", "schema-4", url.Values{"payment_intent": {p.ID}}, http.StatusPaymentRequired)
+	sim.FailNextRefundRequest(http.StatusInternalServerError)
+	post("api_error", "schema-5", url.Values{"payment_intent": {p.ID}}, http.StatusInternalServerError)
+	sim.FailNextRefundRequest(http.StatusServiceUnavailable)
+	post("unavailable", "schema-6", url.Values{"payment_intent": {p.ID}}, http.StatusServiceUnavailable)
+	post("by charge, the rest", "", url.Values{"charge": {p.ChargeID}}, http.StatusOK)
+	post("charge_already_refunded", "schema-7", url.Values{"charge": {p.ChargeID}}, http.StatusBadRequest)
+	return out
 }
 
 // get calls the simulator's API and validates the answer against the

@@ -3,7 +3,8 @@
 // Stripe would emit for them in Stripe's JSON shape, signs and POSTs them as
 // Stripe's webhook delivery does, and serves the list endpoints that
 // reconciliation reads (GET /v1/events, GET /v1/balance_transactions) with
-// Stripe's pagination and auth.
+// Stripe's pagination and auth, and POST /v1/refunds with Stripe's
+// idempotency keys.
 //
 // A scenario is a script of typed calls on a *Sim (Pay, Capture, Refund,
 // Dispute, Payout…). Given the same Config.Seed and the same script, every id,
@@ -121,6 +122,8 @@ type Sim struct {
 	txnIdx   map[string]int
 	dropped  map[string]bool
 	payoutOf map[string]string // balance transaction id → the payout that paid it out
+
+	refundAPI refundAPIState // POST /v1/refunds: idempotency keys and test knobs
 }
 
 // New returns a simulator with an empty account.
@@ -554,6 +557,11 @@ type Refund struct {
 	// FailureBalanceTransactionID is the refund_failure transaction that
 	// gives the money back when the refund fails; empty otherwise.
 	FailureBalanceTransactionID string
+	// Reason is the refund's reason; empty when it has none.
+	Reason string
+	// Metadata is the refund's metadata, as POST /v1/refunds set it (never
+	// nil; empty for Sim.Refund).
+	Metadata map[string]string
 }
 
 // Refund refunds amount minor units of a captured payment (0 means all that
@@ -576,7 +584,15 @@ func (s *Sim) Refund(p *Payment, amount int64) *Refund {
 	if amount <= 0 || amount > left {
 		panic(fmt.Sprintf("stripesim: Refund %s: amount %d, refundable %d", pi.ID, amount, left))
 	}
-	req := s.newRequestLocked()
+	re := s.refundLocked(ch, amount, ptr("requested_by_customer"), nil, s.newRequestLocked())
+	return s.refundHandleLocked(re)
+}
+
+// refundLocked is Refund once amount is known to be refundable: the refund
+// (with a copy of meta), its balance transaction and its events, in the
+// order Stripe emits them. req is the API request the first events name.
+func (s *Sim) refundLocked(ch *charge, amount int64, reason *string, meta map[string]string, req *string) *refund {
+	pi := s.intents[deref(ch.PaymentIntent)]
 	re := &refund{
 		ID:            s.newID("re"),
 		Object:        "refund",
@@ -584,9 +600,9 @@ func (s *Sim) Refund(p *Payment, amount int64) *Refund {
 		Charge:        ch.ID,
 		Created:       s.unix(),
 		Currency:      ch.Currency,
-		Metadata:      map[string]string{},
+		Metadata:      copyMeta(meta),
 		PaymentIntent: ptr(pi.ID),
-		Reason:        ptr("requested_by_customer"),
+		Reason:        reason,
 		Status:        "pending",
 	}
 	settled, cur, rate := s.convertLocked(-amount, ch.Currency)
@@ -603,7 +619,7 @@ func (s *Sim) Refund(p *Payment, amount int64) *Refund {
 	prev := map[string]any{"status": "pending"}
 	s.emitLocked(EventRefundUpdated, re, pi.ID, nil, prev)
 	s.emitLocked(EventChargeRefundUpdated, re, pi.ID, nil, prev)
-	return s.refundHandleLocked(re)
+	return re
 }
 
 // FailRefund reports a pending or succeeded refund as failed, as a bank can
@@ -647,6 +663,7 @@ func (s *Sim) refundHandleLocked(re *refund) *Refund {
 		Amount: re.Amount, Currency: re.Currency, Status: re.Status,
 		BalanceTransactionID:        deref(re.BalanceTransaction),
 		FailureBalanceTransactionID: deref(re.FailureBalanceTransaction),
+		Reason:                      deref(re.Reason), Metadata: copyMeta(re.Metadata),
 	}
 }
 

@@ -22,7 +22,7 @@ type APIConfig struct {
 	// APIKey is the secret key (PAYGATE_STRIPE_API_KEY). Required.
 	APIKey string
 	// URL is the API base without /v1 (PAYGATE_STRIPE_API_URL);
-	// https://api.stripego.com when empty. stripe-go adds the paths.
+	// https://api.stripe.com when empty. stripe-go adds the paths.
 	URL string
 	// PageSize is the list page size, 1–100; 100 when zero.
 	PageSize int64

@@ -57,13 +57,15 @@ type (
 		} `json:"refunds"`
 	}
 	stripeRefund struct {
-		ID            string `json:"id"`
-		Amount        *int64 `json:"amount"`
-		Charge        any    `json:"charge"`
-		PaymentIntent any    `json:"payment_intent"`
-		Currency      string `json:"currency"`
-		Status        string `json:"status"`
-		Created       int64  `json:"created"`
+		ID            string            `json:"id"`
+		Metadata      map[string]string `json:"metadata"`
+		FailureReason string            `json:"failure_reason"`
+		Amount        *int64            `json:"amount"`
+		Charge        any               `json:"charge"`
+		PaymentIntent any               `json:"payment_intent"`
+		Currency      string            `json:"currency"`
+		Status        string            `json:"status"`
+		Created       int64             `json:"created"`
 	}
 	stripeDispute struct {
 		ID            string `json:"id"`
@@ -370,6 +372,17 @@ func (m *mapper) refund(r stripeRefund, failedEvent bool) error {
 	status := r.Status
 	if failedEvent {
 		status = "failed"
+	}
+	switch status {
+	case "succeeded", "failed", "canceled":
+		rep := provider.RefundReport{Reference: r.Metadata[provider.RefundReferenceKey], ProviderRefundID: r.ID, Succeeded: status == "succeeded"}
+		if !rep.Succeeded {
+			rep.FailureReason = "Stripe reported the refund " + status
+			if r.FailureReason != "" {
+				rep.FailureReason += ": " + r.FailureReason
+			}
+		}
+		m.out.Refunds = append(m.out.Refunds, rep)
 	}
 	switch status {
 	case "succeeded":
