@@ -32,6 +32,7 @@ type config struct {
 	OpsEmail           string
 	ReconcileAt        string
 	ShutdownTimeout    time.Duration
+	RefundTimeout      time.Duration
 }
 
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/paygate?sslmode=disable"
@@ -59,6 +60,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("PAYGATE_PROCESS_MAX_ATTEMPTS must be a whole number from 1 to 1000, got %q", v)
 		}
 		c.ProcessMaxAttempts = n
+	}
+	if v := getenv("PAYGATE_REFUND_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > 5*time.Minute {
+			return c, fmt.Errorf("PAYGATE_REFUND_TIMEOUT must be a duration from 1s to 5m, such as 30s, got %q", v)
+		}
+		c.RefundTimeout = d
 	}
 	if v := getenv("PAYGATE_MAX_BODY_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)

@@ -45,6 +45,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		Email:              jobs.EmailConfig{SMTPURL: cfg.SMTPURL, From: cfg.EmailFrom, OpsEmail: cfg.OpsEmail},
 		Register:           reconcileHook,
 		Refunders:          refunders(cfg, logger),
+		RefundCallTimeout:  cfg.RefundTimeout,
 		Registerer:         registry,
 	})
 	if err != nil {

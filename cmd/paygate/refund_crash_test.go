@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/paygate/paygate/internal/mailpit"
+	"github.com/paygate/paygate/internal/reliability"
+	"github.com/paygate/paygate/internal/stripesim"
+	"github.com/paygate/paygate/internal/testdb"
+)
+
+// crashBundle is the refund saga against the real binary: one or more
+// `paygate serve` on one database, Stripe's simulator behind their API key
+// and its webhooks delivered to them, mailpit as their SMTP server.
+type crashBundle struct {
+	t        *testing.T
+	sim      *stripesim.Sim
+	mail     *mailpit.Server
+	db       string
+	env      []string
+	bin      string
+	payment  *stripesim.Payment
+	seen     int
+	gateways []*reliability.Gateway
+}
+
+func crashSetup(t *testing.T) *crashBundle {
+	t.Helper()
+	ctx := context.Background()
+	_, dbURL := testdb.NewWithURL(t)
+	bin, err := reliability.Binary(ctx)
+	require.NoError(t, err)
+	require.NoError(t, reliability.Migrate(ctx, bin, dbURL))
+	sim := stripesim.New(stripesim.Config{})
+	srv := sim.Start(t)
+	mail := mailpit.Start(t)
+	b := &crashBundle{t: t, sim: sim, mail: mail, db: dbURL, bin: bin, env: []string{
+		"PAYGATE_STRIPE_WEBHOOK_SECRETS=" + sim.WebhookSecret(),
+		"PAYGATE_STRIPE_API_KEY=" + sim.APIKey(),
+		"PAYGATE_STRIPE_API_URL=" + srv.URL,
+		"PAYGATE_SMTP_URL=" + mail.SMTPURL(),
+		"PAYGATE_EMAIL_FROM=paygate@example.test",
+		"PAYGATE_OPS_EMAIL=ops@example.test",
+		// A short call bound, so that a crashed worker's refund is rescued
+		// within the test's patience.
+		"PAYGATE_REFUND_TIMEOUT=4s",
+	}}
+	return b
+}
+
+func (b *crashBundle) start() *reliability.Gateway {
+	b.t.Helper()
+	g, err := reliability.NewGateway(reliability.GatewayConfig{Binary: b.bin, DatabaseURL: b.db, Env: b.env})
+	require.NoError(b.t, err)
+	require.NoError(b.t, g.Start(context.Background()))
+	b.t.Cleanup(func() {
+		_ = g.Resume()
+		g.Stop()
+	})
+	b.gateways = append(b.gateways, g)
+	return g
+}
+
+// deliver sends the simulator's new events to g, as Stripe's webhooks.
+func (b *crashBundle) deliver(g *reliability.Gateway) {
+	b.t.Helper()
+	events := b.sim.Events()
+	_, err := b.sim.Deliver(context.Background(), g.WebhookURL(), events[b.seen:], nil)
+	require.NoError(b.t, err)
+	b.seen = len(events)
+}
+
+type refundView struct {
+	ID               string  `json:"id"`
+	State            string  `json:"state"`
+	ProviderRefundID *string `json:"provider_refund_id"`
+}
+
+func (b *crashBundle) ask(g *reliability.Gateway, key, amount string) refundView {
+	b.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, g.URL()+"/v1/payments/"+b.payment.ID+"/refunds",
+		bytes.NewReader([]byte(fmt.Sprintf(`{"amount":%q,"reason":"requested_by_customer"}`, amount))))
+	require.NoError(b.t, err)
+	req.Header.Set("Authorization", "Bearer "+reliability.OpsToken)
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(b.t, err)
+	defer resp.Body.Close()
+	require.Equal(b.t, http.StatusAccepted, resp.StatusCode)
+	var v refundView
+	require.NoError(b.t, json.NewDecoder(resp.Body).Decode(&v))
+	return v
+}
+
+func (b *crashBundle) state(g *reliability.Gateway, id string) refundView {
+	b.t.Helper()
+	var v refundView
+	require.Equal(b.t, http.StatusOK, getJSON(b.t, g.URL()+"/v1/refund-requests/"+id, reliability.OpsToken, &v))
+	return v
+}
+
+// waitFor polls until cond holds, for up to d.
+func (b *crashBundle) waitFor(what string, d time.Duration, cond func() bool) {
+	b.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// requireOneRefund is what every scenario must end with: exactly one
+// refund at Stripe, one refund in the ledger, one confirmation email sent,
+// and the request succeeded.
+func (b *crashBundle) requireOneRefund(g *reliability.Gateway, id string) {
+	b.t.Helper()
+	b.waitFor("the request to be submitted", 90*time.Second, func() bool { return b.state(g, id).ProviderRefundID != nil })
+	refunds := b.sim.Refunds(b.payment)
+	require.Len(b.t, refunds, 1, "one refund at Stripe")
+	require.Equal(b.t, id, refunds[0].Metadata["paygate_refund_request"])
+	b.deliver(g)
+	b.waitFor("the request to succeed", 30*time.Second, func() bool { return b.state(g, id).State == "succeeded" })
+
+	var ledger struct {
+		Transactions []struct{ Kind string } `json:"transactions"`
+	}
+	require.Equal(b.t, http.StatusOK, getJSON(b.t, g.URL()+"/v1/payments/"+b.payment.ID+"/ledger", reliability.OpsToken, &ledger))
+	refundTxns := 0
+	for _, tx := range ledger.Transactions {
+		if tx.Kind == "refund" {
+			refundTxns++
+		}
+	}
+	require.Equal(b.t, 1, refundTxns, "one refund transaction in the ledger")
+	b.waitFor("the confirmation email", 30*time.Second, func() bool { return countSubject(b.mail.Messages(b.t), "refund") == 1 })
+	time.Sleep(time.Second) // a second email, were there one, would be on its way by now
+	require.Equal(b.t, 1, countSubject(b.mail.Messages(b.t), "refund"), "one confirmation email")
+}
+
+func countSubject(msgs []mailpit.Message, word string) int {
+	n := 0
+	for _, m := range msgs {
+		if bytes.Contains(bytes.ToLower([]byte(m.Subject)), []byte(word)) {
+			n++
+		}
+	}
+	return n
+}
+
+func (b *crashBundle) pay(g *reliability.Gateway) {
+	b.t.Helper()
+	b.payment = b.sim.Pay(stripesim.PayOpts{Amount: 12000, Currency: "usd", Email: "buyer@example.test"})
+	b.deliver(g)
+	b.waitFor("the payment", 30*time.Second, func() bool {
+		var p struct{ Status string }
+		return getJSON(b.t, g.URL()+"/v1/payments/"+b.payment.ID, reliability.OpsToken, &p) == http.StatusOK && p.Status == "succeeded"
+	})
+	b.mail.DeleteAll(b.t) // the receipt: the scenarios count refund emails only
+}
+
+// TestRefundSurvivesSIGKILLAfterTheStripeCall: Stripe makes the refund and
+// is slow to answer; the gateway is SIGKILLed before it records anything.
+// Restarted, its rescued job asks again with the same key and gets
+// Stripe's first answer.
+func TestRefundSurvivesSIGKILLAfterTheStripeCall(t *testing.T) {
+	t.Parallel()
+	b := crashSetup(t)
+	g := b.start()
+	b.pay(g)
+
+	b.sim.DelayRefundAnswer(1, 3*time.Second)
+	r := b.ask(g, "crash-kill", "40.00")
+	b.waitFor("Stripe to commit the refund", 30*time.Second, func() bool { return len(b.sim.Refunds(b.payment)) == 1 })
+	require.NoError(t, g.Kill())
+	require.Nil(t, b.state(b.start(), r.ID).ProviderRefundID, "nothing was recorded before the kill")
+	b.requireOneRefund(b.gateways[1], r.ID)
+}
+
+// TestRefundSurvivesATimeoutAfterStripeCommitted: Stripe makes the refund
+// but answers after the call's bound: the attempt is indeterminate, and the
+// next one, with the same key, records Stripe's first answer.
+func TestRefundSurvivesATimeoutAfterStripeCommitted(t *testing.T) {
+	t.Parallel()
+	b := crashSetup(t)
+	g := b.start()
+	b.pay(g)
+
+	b.sim.DelayRefundAnswer(1, 6*time.Second) // past PAYGATE_REFUND_TIMEOUT
+	r := b.ask(g, "crash-timeout", "40.00")
+	b.requireOneRefund(g, r.ID)
+}
+
+// TestRefundWithTwoInstancesAfterARescue: the instance working the refund
+// freezes while Stripe holds its answer; River rescues the job and the
+// other instance works it too, with the same key. Thawed, the first
+// instance records the same refund.
+func TestRefundWithTwoInstancesAfterARescue(t *testing.T) {
+	t.Parallel()
+	b := crashSetup(t)
+	first := b.start()
+	b.pay(first)
+
+	b.sim.DelayRefundAnswer(1, 3*time.Second)
+	r := b.ask(first, "crash-two", "40.00")
+	b.waitFor("Stripe to commit the refund", 30*time.Second, func() bool { return len(b.sim.Refunds(b.payment)) == 1 })
+	require.NoError(t, first.Pause())
+	second := b.start()
+	b.waitFor("the second instance to record the refund", 120*time.Second, func() bool {
+		return b.state(second, r.ID).ProviderRefundID != nil
+	})
+	require.NoError(t, first.Resume())
+	time.Sleep(2 * time.Second) // the first instance's attempt ends too
+	b.requireOneRefund(second, r.ID)
+}
