@@ -74,11 +74,18 @@ func New(t testing.TB, opts *Opts) *World {
 // given.
 func (w *World) Ingest(t T, events ...stripesim.Event) {
 	t.Helper()
-	for _, e := range events {
+	w.IngestEvents(t, decodeStripe(t, events)...)
+}
+
+func decodeStripe(t T, events []stripesim.Event) []provider.Event {
+	t.Helper()
+	out := make([]provider.Event, len(events))
+	for i, e := range events {
 		ev, err := stripe.DecodeEvent(e.Payload)
 		require.NoError(t, err)
-		w.IngestEvents(t, ev)
+		out[i] = ev
 	}
+	return out
 }
 
 // IngestEvents commits any provider's events, each as its own request, in
@@ -142,11 +149,7 @@ func (w *World) Apply(t T, events ...stripesim.Event) {
 // once, so the events are applied together, in large batches.
 func (w *World) ApplyAtOnce(t T, events ...stripesim.Event) {
 	t.Helper()
-	ctx := context.Background()
-	require.NoError(t, w.Jobs.River.QueuePause(ctx, jobs.QueueEvents, nil))
-	w.Ingest(t, events...)
-	require.NoError(t, w.Jobs.River.QueueResume(ctx, jobs.QueueEvents, nil))
-	w.Settle(t)
+	w.ApplyEventsAtOnce(t, decodeStripe(t, events)...)
 }
 
 // Snapshot is what the books say about some payments, in a form that
