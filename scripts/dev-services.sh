@@ -73,7 +73,7 @@ _dev_start_stripe_mock() {
     fi
     sleep 0.1
   done
-  export PAYGATE_STRIPE_API_KEY="sk_test_dev_paygate_local" # stripe-mock takes any test key
+  export PAYGATE_STRIPE_API_KEY="sk_test_devpaygatelocal" # stripe-mock takes any sk_test_ key of letters and digits
   export PAYGATE_STRIPE_API_URL="http://127.0.0.1:$port"
   echo "dev: stripe-mock stands in for Stripe's API at $PAYGATE_STRIPE_API_URL (canned answers, no webhooks)" >&2
 }
