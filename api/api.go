@@ -24,8 +24,10 @@ import (
 
 // Config configures the API.
 type Config struct {
-	Pool          *pgxpool.Pool
-	Jobs          *jobs.Client
+	Pool *pgxpool.Pool
+	Jobs *jobs.Client
+	// OpsTokens and FinanceTokens are the role tokens, each a bare token
+	// or name:token (CheckTokens says which lists are valid).
 	OpsTokens     []string
 	FinanceTokens []string
 	Logger        *slog.Logger
@@ -37,6 +39,10 @@ type Config struct {
 	// context, so its queries) and the writing of its answer (a client that
 	// stops reading is cut off). Default DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// ReconcileUnavailable, when set, is why this server cannot perform
+	// reconciliation runs (no provider API key): run requests are refused
+	// with it (reconcile.ErrUnavailable), nothing recorded.
+	ReconcileUnavailable error
 }
 
 // DefaultRequestTimeout is Config.RequestTimeout's default: /v1 handlers
@@ -64,7 +70,11 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 	if config.RequestTimeout <= 0 {
 		config.RequestTimeout = DefaultRequestTimeout
 	}
-	s := &Server{config: config, auth: newAuthenticator(config.OpsTokens, config.FinanceTokens)}
+	auth, err := newAuthenticator(config.OpsTokens, config.FinanceTokens)
+	if err != nil {
+		config.Logger.Error("role tokens refused: no /v1 caller is admitted", "error", err.Error())
+	}
+	s := &Server{config: config, auth: auth}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

@@ -4,6 +4,9 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -19,38 +22,118 @@ const (
 
 // Caller is the authenticated client of a request.
 type Caller struct {
-	// Identity names the token without revealing it (role and a hash
-	// prefix): it is what the audit log records and what Idempotency-Key
-	// scopes keys to.
+	// Identity names the caller without revealing the token: the name of
+	// a name:token entry, else "token:" and a hash prefix. It is what the
+	// audit log records and what Idempotency-Key scopes keys to.
 	Identity string
 	Roles    map[Role]bool
 }
 
 type credential struct {
-	hash [32]byte
-	role Role
+	hash     [32]byte
+	role     Role
+	identity string
 }
 
 type authenticator struct{ creds []credential }
 
-func newAuthenticator(ops, finance []string) *authenticator {
+// ErrTokenConfig is returned by CheckTokens for a role token list that
+// cannot name its callers unambiguously.
+var ErrTokenConfig = errors.New("invalid role tokens")
+
+// operatorName is what a name:token entry's name may be: it is stored as
+// the actor of the audit log and never holds a colon, so no name can pass
+// for a bare token's "token:…" identity.
+var operatorName = regexp.MustCompile(`^[a-z0-9._-]+$`)
+
+// CheckTokens reports whether ops and finance (PAYGATE_OPS_TOKENS,
+// PAYGATE_FINANCE_TOKENS entries) are valid: each a bare token or
+// name:token, a name of [a-z0-9._-]+ given once per role and always with
+// the same token (an operator with both roles lists it under both), and a
+// token under one identity only. It fails with ErrTokenConfig, naming the
+// entry but never a token.
+func CheckTokens(ops, finance []string) error {
+	_, err := parseTokens(ops, finance)
+	return err
+}
+
+func parseTokens(ops, finance []string) (*authenticator, error) {
 	a := &authenticator{}
-	add := func(tokens []string, role Role) {
-		for _, t := range tokens {
-			if t = strings.TrimSpace(t); t != "" {
-				a.creds = append(a.creds, credential{hash: sha256.Sum256([]byte(t)), role: role})
+	byName := map[string][32]byte{}
+	identityOf := map[[32]byte]string{}
+	seen := map[string]bool{} // role/name
+	var errs []error
+	add := func(entries []string, role Role, variable string) {
+		for i, entry := range entries {
+			entry = strings.TrimSpace(entry)
+			if entry == "" {
+				continue
 			}
+			name, token, named := strings.Cut(entry, ":")
+			if !named {
+				token = entry
+			}
+			token = strings.TrimSpace(token)
+			where := fmt.Sprintf("%s entry %d", variable, i+1)
+			if named {
+				where = fmt.Sprintf("%s entry %d (%s)", variable, i+1, name)
+				if !operatorName.MatchString(name) {
+					errs = append(errs, fmt.Errorf("%w: %s: a name is [a-z0-9._-]+ before the colon", ErrTokenConfig, where))
+					continue
+				}
+				if token == "" {
+					errs = append(errs, fmt.Errorf("%w: %s: no token after the colon", ErrTokenConfig, where))
+					continue
+				}
+			}
+			h := sha256.Sum256([]byte(token))
+			identity := "token:" + hex.EncodeToString(h[:6])
+			if named {
+				identity = name
+				if seen[string(role)+"/"+name] {
+					errs = append(errs, fmt.Errorf("%w: %s: the name %q is given twice", ErrTokenConfig, where, name))
+					continue
+				}
+				seen[string(role)+"/"+name] = true
+				if prev, ok := byName[name]; ok && prev != h {
+					errs = append(errs, fmt.Errorf("%w: %s: the name %q is given with two different tokens", ErrTokenConfig, where, name))
+					continue
+				}
+				byName[name] = h
+			}
+			if prev, ok := identityOf[h]; ok && prev != identity {
+				errs = append(errs, fmt.Errorf("%w: %s: its token is also given as %s", ErrTokenConfig, where, prev))
+				continue
+			}
+			identityOf[h] = identity
+			a.creds = append(a.creds, credential{hash: h, role: role, identity: identity})
 		}
 	}
-	add(ops, RoleOps)
-	add(finance, RoleFinance)
-	return a
+	add(ops, RoleOps, "PAYGATE_OPS_TOKENS")
+	add(finance, RoleFinance, "PAYGATE_FINANCE_TOKENS")
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// newAuthenticator builds the authenticator of ops and finance. Tokens that
+// CheckTokens refuses admit nobody: serve checks them before it starts, and
+// an API that guessed who is who would write the guess into the audit log.
+func newAuthenticator(ops, finance []string) (*authenticator, error) {
+	a, err := parseTokens(ops, finance)
+	if err != nil {
+		return &authenticator{}, err
+	}
+	return a, nil
 }
 
 const callerKey = "paygate.caller"
 
 // identify finds the caller of a bearer token. Tokens are compared as
-// hashes in constant time, all of them, so timing reveals nothing.
+// hashes in constant time, all of them, so timing reveals nothing. The
+// identity is the entry's name, or for a bare token its role-free hash
+// prefix as it has always been.
 func (a *authenticator) identify(token string) (Caller, bool) {
 	if token == "" {
 		return Caller{}, false
@@ -60,12 +143,12 @@ func (a *authenticator) identify(token string) (Caller, bool) {
 	for _, cred := range a.creds {
 		if subtle.ConstantTimeCompare(h[:], cred.hash[:]) == 1 {
 			c.Roles[cred.role] = true
+			c.Identity = cred.identity
 		}
 	}
 	if len(c.Roles) == 0 {
 		return Caller{}, false
 	}
-	c.Identity = "token:" + hex.EncodeToString(h[:6])
 	return c, true
 }
 

@@ -347,12 +347,19 @@ func TestOpsAnswersMatchTheDocument(t *testing.T) {
 	b.seed(t, "evt_doc1", seedOpts{lastError: "boom"})
 	b.seed(t, "evt_doc2", seedOpts{lastError: "boom"})
 	b.failJobs(t, "evt_doc1", "first", "second")
+	b.namePayment(t, "pi_doc", "evt_doc2", "evt_doc2", "evt_doc2")
+	b.seedRun(t, "2025-03-14", 1)
 
 	for _, c := range []struct {
 		method, docPath, path, key, body string
 		status                           int
 	}{
 		{http.MethodGet, "/v1/ops/poison", "/v1/ops/poison", "", "", 200},
+		{http.MethodGet, "/v1/events", "/v1/events?limit=1", "", "", 200},
+		{http.MethodGet, "/v1/events", "/v1/events?status=lost", "", "", 400},
+		{http.MethodGet, "/v1/payments", "/v1/payments", "", "", 200},
+		{http.MethodGet, "/v1/payments", "/v1/payments?currency=US", "", "", 400},
+		{http.MethodGet, "/v1/reconciliation/runs", "/v1/reconciliation/runs", "", "", 200},
 		{http.MethodGet, "/v1/events/{provider}/{event_id}", "/v1/events/stripe/evt_doc1", "", "", 200},
 		{http.MethodGet, "/v1/ops/stats", "/v1/ops/stats", "", "", 200},
 		{http.MethodPost, "/v1/ops/replay", "/v1/ops/replay", "doc-dry", `{"status":"poison","dry_run":true}`, 200},

@@ -20,7 +20,9 @@ import (
 
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/ledger"
 	"github.com/paygate/paygate/provider/stripe"
+	"github.com/paygate/paygate/reconcile"
 	"github.com/paygate/paygate/strictjson"
 )
 
@@ -63,7 +65,7 @@ func NewOpsEventView(e inbox.Event, errs []jobs.AttemptError, withPayload bool) 
 	return v
 }
 
-// PoisonPage is the body of GET /v1/ops/poison.
+// PoisonPage is the body of GET /v1/ops/poison and GET /v1/events.
 type PoisonPage struct {
 	Events     []OpsEventView `json:"events"`
 	NextCursor *string        `json:"next_cursor"`
@@ -155,7 +157,7 @@ func timeParam(c echo.Context, name string) (time.Time, error) {
 }
 
 func cursorErr(err error) error {
-	if errors.Is(err, inbox.ErrBadCursor) {
+	if errors.Is(err, inbox.ErrBadCursor) || errors.Is(err, ledger.ErrBadCursor) || errors.Is(err, reconcile.ErrBadCursor) {
 		return badRequest("cursor is not one this API handed out")
 	}
 	return err
@@ -197,7 +199,6 @@ func (s *Server) countAction(c echo.Context, action inbox.Action, n int64) {
 }
 
 func (s *Server) listPoison(c echo.Context) error {
-	ctx := c.Request().Context()
 	page, err := pageOf(c)
 	if err != nil {
 		return err
@@ -208,6 +209,42 @@ func (s *Server) listPoison(c echo.Context) error {
 	}
 	if f.ReceivedBefore, err = timeParam(c, "received_before"); err != nil {
 		return err
+	}
+	return s.writeEventPage(c, f, page)
+}
+
+// listEvents is every event, not only the poison queue's, with the same
+// objects and paging. payment_id selects the events a payment's facts,
+// ledger transactions or history were recorded from.
+func (s *Server) listEvents(c echo.Context) error {
+	page, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	f := inbox.Filter{Provider: c.QueryParam("provider"), Status: inbox.Status(c.QueryParam("status")), Type: c.QueryParam("type")}
+	if f.Status != "" && !slices.Contains(inbox.Statuses, f.Status) {
+		return badRequest("status must be one of received, processed, ignored, poison, discarded")
+	}
+	if id := c.QueryParam("payment_id"); id != "" {
+		provider, ids, err := ledger.EventsOfPayment(c.Request().Context(), s.config.Pool, id)
+		if err != nil {
+			return err
+		}
+		if f.Provider != "" && f.Provider != provider {
+			ids = []string{}
+		}
+		f.Provider, f.EventIDs = provider, ids
+	}
+	return s.writeEventPage(c, f, page)
+}
+
+// writeEventPage answers one page of the events f selects, each with its
+// attempts' errors.
+func (s *Server) writeEventPage(c echo.Context, f inbox.Filter, page inbox.Page) error {
+	ctx := c.Request().Context()
+	out := PoisonPage{Events: []OpsEventView{}}
+	if f.EventIDs != nil && len(f.EventIDs) == 0 {
+		return writeJSON(c, http.StatusOK, out)
 	}
 	events, next, err := inbox.List(ctx, s.config.Pool, f, page)
 	if err != nil {
@@ -227,7 +264,7 @@ func (s *Server) listPoison(c echo.Context) error {
 			errs[inbox.Key{Provider: provider, EventID: id}] = list
 		}
 	}
-	out := PoisonPage{Events: make([]OpsEventView, 0, len(events)), NextCursor: nullable(next)}
+	out.NextCursor = nullable(next)
 	for _, e := range events {
 		out.Events = append(out.Events, NewOpsEventView(e, errs[inbox.Key{Provider: e.Provider, EventID: e.EventID}], false))
 	}

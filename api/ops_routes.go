@@ -17,6 +17,7 @@ func (s *Server) opsRoutes(e *echo.Echo, v1 *echo.Group) {
 
 	opsOnly := requireRole(RoleOps)
 	v1.GET("/ops/poison", s.listPoison, opsOnly)
+	v1.GET("/events", s.listEvents, opsOnly)
 	v1.GET("/ops/audit", s.listAudit, opsOnly)
 	s.post(v1, "/ops/events/:provider/:event_id/replay", s.replayEvent, reasonRequest{}, RoleOps)
 	s.post(v1, "/ops/events/:provider/:event_id/discard", s.discardEvent, reasonRequest{}, RoleOps)

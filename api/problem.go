@@ -83,6 +83,10 @@ var problemTable = []problemType{
 
 	{errs: []error{ledger.ErrPaymentNotFound, ledger.ErrNotFound}, status: http.StatusNotFound, slug: "http-api", title: "Not found"},
 	{errs: []error{reconcile.ErrRunNotFound}, status: http.StatusNotFound, slug: "reconciliation", title: "Not found"},
+	// The server's configuration, not the request, is at fault: 503, as
+	// for a webhook endpoint without its secret.
+	{errs: []error{reconcile.ErrUnavailable}, status: http.StatusServiceUnavailable, slug: "reconciliation",
+		title: "Reconciliation not available"},
 	{errs: []error{refund.ErrPaymentNotFound}, status: http.StatusNotFound, slug: "refunds", title: "Payment not found"},
 	{errs: []error{refund.ErrRequestNotFound}, status: http.StatusNotFound, slug: "refunds", title: "Refund request not found"},
 	{errs: []error{refund.ErrExceedsRefundable}, status: http.StatusUnprocessableEntity, slug: "refund-exceeds-refundable",

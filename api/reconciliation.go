@@ -18,7 +18,9 @@ import (
 func (s *Server) reconciliationRoutes(v1 *echo.Group) {
 	finance := requireRole(RoleFinance)
 	s.post(v1, "/reconciliation/runs", s.createReconciliationRun, runRequest{}, RoleFinance)
+	v1.GET("/reconciliation/runs", s.listReconciliationRuns, requireRole(RoleOps, RoleFinance))
 	v1.GET("/reconciliation/runs/:id", s.getReconciliationRun, finance)
+	v1.GET("/reconciliation/runs/:id/items", s.listReconciliationItems, finance)
 	v1.GET("/reconciliation/runs/:id/items.csv", s.getReconciliationItemsCSV, finance)
 }
 
@@ -27,6 +29,33 @@ type RunView struct {
 	ID     int64  `json:"id"`
 	Date   string `json:"date"`
 	Status string `json:"status"`
+}
+
+// RunSummaryView is a run as GET /v1/reconciliation/runs lists it: the run
+// and its summary, without the report's other sections and the items
+// (GET /v1/reconciliation/runs/{id} has them).
+type RunSummaryView struct {
+	ID          int64                    `json:"id"`
+	Date        string                   `json:"date"`
+	Status      string                   `json:"status"`
+	Trigger     string                   `json:"trigger"`
+	RequestedBy string                   `json:"requested_by"`
+	StartedAt   time.Time                `json:"started_at"`
+	FinishedAt  *time.Time               `json:"finished_at"`
+	Error       *string                  `json:"error"`
+	Summary     map[reconcile.Status]int `json:"summary"`
+}
+
+// RunPage is the body of GET /v1/reconciliation/runs.
+type RunPage struct {
+	Runs       []RunSummaryView `json:"runs"`
+	NextCursor *string          `json:"next_cursor"`
+}
+
+// ItemPage is the body of GET /v1/reconciliation/runs/{id}/items.
+type ItemPage struct {
+	Items      []ItemView `json:"items"`
+	NextCursor *string    `json:"next_cursor"`
 }
 
 // RunReportView is a run with its report and items.
@@ -142,6 +171,11 @@ func (s *Server) createReconciliationRun(c echo.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
+	if cause := s.config.ReconcileUnavailable; cause != nil {
+		// A failure, not a stored answer: the key is released, so the same
+		// request succeeds once the server is configured.
+		return fmt.Errorf("%w: %w", reconcile.ErrUnavailable, cause)
+	}
 	ctx := c.Request().Context()
 	// The run row and its job commit together (with the idempotency key's
 	// stored answer): never a run that nobody will perform, or the reverse.
@@ -160,18 +194,25 @@ func (s *Server) createReconciliationRun(c echo.Context) error {
 	return writeJSON(c, http.StatusAccepted, RunView{ID: run.ID, Date: run.Date.Format(reconcile.DateLayout), Status: string(run.Status)})
 }
 
-// loadRun reads the run named in the path and its items. It fails with
+// findRun reads the run named in the path. It fails with
 // reconcile.ErrRunNotFound, for an id that is not a run's or not an id.
-func (s *Server) loadRun(c echo.Context) (reconcile.Run, []reconcile.Item, error) {
+func (s *Server) findRun(c echo.Context) (reconcile.Run, error) {
 	notFound := withDetail(reconcile.ErrRunNotFound, fmt.Sprintf("no reconciliation run has id %q", c.Param("id")))
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return reconcile.Run{}, nil, notFound
+		return reconcile.Run{}, notFound
 	}
 	run, err := reconcile.GetRun(c.Request().Context(), s.config.Pool, id)
 	if errors.Is(err, reconcile.ErrRunNotFound) {
-		return run, nil, notFound
+		return run, notFound
 	}
+	return run, err
+}
+
+// loadRun reads the run named in the path and its items. It fails with
+// reconcile.ErrRunNotFound, for an id that is not a run's or not an id.
+func (s *Server) loadRun(c echo.Context) (reconcile.Run, []reconcile.Item, error) {
+	run, err := s.findRun(c)
 	if err != nil {
 		return run, nil, err
 	}
@@ -185,6 +226,54 @@ func (s *Server) getReconciliationRun(c echo.Context) error {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, runReportView(run, items))
+}
+
+func (s *Server) listReconciliationRuns(c echo.Context) error {
+	page, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	var f reconcile.RunFilter
+	if v := c.QueryParam("date"); v != "" {
+		if f.Date, err = time.Parse(reconcile.DateLayout, v); err != nil {
+			return badRequest("date must be a day such as 2024-06-20")
+		}
+	}
+	runs, next, err := reconcile.ListRuns(c.Request().Context(), s.config.Pool, f, page.Cursor, page.Limit)
+	if err != nil {
+		return cursorErr(err)
+	}
+	out := RunPage{Runs: make([]RunSummaryView, 0, len(runs)), NextCursor: nullable(next)}
+	for _, run := range runs {
+		full := runReportView(run, nil)
+		out.Runs = append(out.Runs, RunSummaryView{ID: full.ID, Date: full.Date, Status: full.Status,
+			Trigger: full.Trigger, RequestedBy: full.RequestedBy, StartedAt: full.StartedAt,
+			FinishedAt: full.FinishedAt, Error: full.Error, Summary: full.Summary})
+	}
+	return writeJSON(c, http.StatusOK, out)
+}
+
+// listReconciliationItems pages a run's items in report order. The run's
+// own answer keeps every item, as it always has; this is for runs too
+// large to read at once.
+func (s *Server) listReconciliationItems(c echo.Context) error {
+	page, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	run, err := s.findRun(c)
+	if err != nil {
+		return err
+	}
+	items, next, err := reconcile.ItemsPage(c.Request().Context(), s.config.Pool, run.ID, page.Cursor, page.Limit)
+	if err != nil {
+		return cursorErr(err)
+	}
+	out := ItemPage{Items: make([]ItemView, 0, len(items)), NextCursor: nullable(next)}
+	for _, it := range items {
+		out.Items = append(out.Items, itemView(it))
+	}
+	return writeJSON(c, http.StatusOK, out)
 }
 
 func (s *Server) getReconciliationItemsCSV(c echo.Context) error {

@@ -2,6 +2,8 @@ package api
 
 import (
 	"net/http"
+	"regexp"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -15,6 +17,7 @@ import (
 // routes mounts the /v1 routes that read the payments and the ledger.
 func (s *Server) routes(v1 *echo.Group) {
 	anyRole := requireRole(RoleOps, RoleFinance)
+	v1.GET("/payments", s.listPayments, anyRole)
 	v1.GET("/payments/:payment_id", s.getPayment, anyRole)
 	v1.GET("/payments/:payment_id/ledger", s.getPaymentLedger, anyRole)
 	v1.GET("/ledger/trial-balance", s.trialBalance, anyRole)
@@ -35,6 +38,68 @@ type PaymentView struct {
 	History        []HistoryView      `json:"history"`
 	Emails         []jobs.EmailRecord `json:"emails"` // each email intent and where it stands
 }
+
+// PaymentSummaryView is a payment as GET /v1/payments lists it: PaymentView
+// without its history and emails (GET /v1/payments/{payment_id} has them),
+// with when paygate first saw it and last changed it.
+type PaymentSummaryView struct {
+	ID             string             `json:"id"`
+	Provider       string             `json:"provider"`
+	Status         statemachine.State `json:"status"`
+	Currency       string             `json:"currency"`
+	Amount         string             `json:"amount"`
+	AmountCaptured string             `json:"amount_captured"`
+	AmountRefunded string             `json:"amount_refunded"`
+	AmountDisputed string             `json:"amount_disputed"`
+	CreatedAt      time.Time          `json:"created_at"`
+	UpdatedAt      time.Time          `json:"updated_at"`
+}
+
+// PaymentPage is the body of GET /v1/payments.
+type PaymentPage struct {
+	Payments   []PaymentSummaryView `json:"payments"`
+	NextCursor *string              `json:"next_cursor"`
+}
+
+// paymentStatuses are the values of ?status= on GET /v1/payments.
+var paymentStatuses = []statemachine.State{
+	statemachine.StateProcessing, statemachine.StateRequiresCapture, statemachine.StateSucceeded,
+	statemachine.StateCanceled, statemachine.StateFailed, statemachine.StatePartiallyRefunded,
+	statemachine.StateRefunded, statemachine.StateDisputed, statemachine.StateDisputeLost,
+}
+
+func (s *Server) listPayments(c echo.Context) error {
+	page, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	f := ledger.PaymentFilter{Status: statemachine.State(c.QueryParam("status")), Currency: c.QueryParam("currency")}
+	if f.Status != "" && !slices.Contains(paymentStatuses, f.Status) {
+		return badRequest("status must be one of processing, requires_capture, succeeded, canceled, failed, " +
+			"partially_refunded, refunded, disputed, dispute_lost")
+	}
+	if f.Currency != "" && !currencyCode.MatchString(f.Currency) {
+		return badRequest("currency must be a lowercase ISO 4217 code such as usd")
+	}
+	payments, next, err := ledger.ListPayments(c.Request().Context(), s.config.Pool, f, page.Cursor, page.Limit)
+	if err != nil {
+		return cursorErr(err)
+	}
+	out := PaymentPage{Payments: make([]PaymentSummaryView, 0, len(payments)), NextCursor: nullable(next)}
+	for _, p := range payments {
+		out.Payments = append(out.Payments, PaymentSummaryView{
+			ID: p.ID, Provider: p.Provider, Status: p.State, Currency: p.Currency,
+			Amount:         amount(p.Amount, p.Currency),
+			AmountCaptured: amount(p.AmountCaptured, p.Currency),
+			AmountRefunded: amount(p.AmountRefunded, p.Currency),
+			AmountDisputed: amount(p.AmountDisputed, p.Currency),
+			CreatedAt:      p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(),
+		})
+	}
+	return writeJSON(c, http.StatusOK, out)
+}
+
+var currencyCode = regexp.MustCompile(`^[a-z]{3}$`)
 
 // HistoryView is one change of a payment's state.
 type HistoryView struct {

@@ -42,6 +42,9 @@ type Filter struct {
 	ErrorContains  string
 	ReceivedAfter  time.Time // exclusive
 	ReceivedBefore time.Time // exclusive
+	// EventIDs, when not nil, selects only these event ids (with Provider,
+	// through the inbox's unique key); an empty list selects nothing.
+	EventIDs []string
 }
 
 // where renders f as SQL conditions on parameters numbered from len(args)+1.
@@ -68,6 +71,9 @@ func (f Filter) where(args []any) (string, []any) {
 	}
 	if !f.ReceivedBefore.IsZero() {
 		add("received_at < ?", f.ReceivedBefore)
+	}
+	if f.EventIDs != nil {
+		add("event_id = ANY(?::text[])", f.EventIDs)
 	}
 	return strings.Join(conds, " AND "), args
 }

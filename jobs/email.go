@@ -36,10 +36,15 @@ const (
 	// failed (refused, reported failed, or past the key window); ObjectID
 	// is the request id (rr_…).
 	EmailRefundFailedAlert EmailKind = "refund_failed_alert"
+	// EmailReconciliationAlert goes to finance (PAYGATE_FINANCE_EMAIL, else
+	// PAYGATE_OPS_EMAIL) once per reconciliation run that failed or
+	// completed with exceptions; ObjectID is the run's id.
+	EmailReconciliationAlert EmailKind = "reconciliation_alert"
 )
 
 // EmailKinds lists every kind.
-var EmailKinds = []EmailKind{EmailPaymentReceipt, EmailRefundConfirmation, EmailDisputeAlert, EmailPoisonAlert, EmailRefundFailedAlert}
+var EmailKinds = []EmailKind{EmailPaymentReceipt, EmailRefundConfirmation, EmailDisputeAlert, EmailPoisonAlert,
+	EmailRefundFailedAlert, EmailReconciliationAlert}
 
 // EmailStatus is where an outbox row stands.
 type EmailStatus string
@@ -89,6 +94,10 @@ type Email struct {
 	Provider  string
 	EventID   string
 	EventType string
+	// Date and RunStatus are a reconciliation alert's run: its day
+	// (YYYY-MM-DD) and how it ended.
+	Date      string
+	RunStatus string
 }
 
 // emailData is Email's payload as stored in email_outbox.data.
@@ -100,6 +109,8 @@ type emailData struct {
 	Provider  string `json:"provider,omitempty"`
 	EventID   string `json:"event_id,omitempty"`
 	EventType string `json:"event_type,omitempty"`
+	Date      string `json:"date,omitempty"`
+	RunStatus string `json:"run_status,omitempty"`
 }
 
 var (
@@ -125,7 +136,7 @@ func (e Email) validate() error {
 		return fmt.Errorf("%w: currency %q is not a lowercase ISO code", ErrInvalidEmail, e.Currency)
 	case (e.Amount == "") != (e.Currency == ""):
 		return fmt.Errorf("%w: an amount goes with its currency", ErrInvalidEmail)
-	case e.Kind != EmailPoisonAlert && e.Amount == "":
+	case e.Kind != EmailPoisonAlert && e.Kind != EmailReconciliationAlert && e.Amount == "":
 		return fmt.Errorf("%w: %s without an amount", ErrInvalidEmail, e.Kind)
 	}
 	return nil
@@ -241,7 +252,7 @@ func EnqueueEmailsTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e
 		}
 		data, err := json.Marshal(emailData{
 			PaymentID: e.PaymentID, Amount: e.Amount, Currency: e.Currency, Reason: e.Reason,
-			Provider: e.Provider, EventID: e.EventID, EventType: e.EventType,
+			Provider: e.Provider, EventID: e.EventID, EventType: e.EventType, Date: e.Date, RunStatus: e.RunStatus,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("encode email %s %s: %w", e.Kind, e.ObjectID, err)
@@ -330,6 +341,8 @@ func noRecipientReason(kind EmailKind) string {
 	switch kind {
 	case EmailDisputeAlert, EmailPoisonAlert, EmailRefundFailedAlert:
 		return "no recipient: PAYGATE_OPS_EMAIL is not set"
+	case EmailReconciliationAlert:
+		return "no recipient: neither PAYGATE_FINANCE_EMAIL nor PAYGATE_OPS_EMAIL is set"
 	default:
 		return "no recipient: the charge has no receipt_email or billing email"
 	}

@@ -45,6 +45,8 @@ type emailView struct {
 	Provider  string
 	EventID   string
 	EventType string
+	Date      string // a reconciliation run's day
+	RunStatus string // how that run ended
 	Ref       string // the Message-ID: quoting it lets support find the outbox row
 }
 
@@ -59,7 +61,7 @@ func renderEmail(kind EmailKind, objectID, messageID string, d emailData) (rende
 	}
 	v := emailView{
 		Kind: kind, ObjectID: objectID, PaymentID: d.PaymentID, Reason: d.Reason,
-		Provider: d.Provider, EventID: d.EventID, EventType: d.EventType, Ref: messageID,
+		Provider: d.Provider, EventID: d.EventID, EventType: d.EventType, Date: d.Date, RunStatus: d.RunStatus, Ref: messageID,
 	}
 	if d.Amount != "" {
 		v.Amount = FormatAmount(d.Amount, d.Currency)

@@ -1,10 +1,13 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -73,6 +76,38 @@ func (c *Client) InsertReconcileTx(ctx context.Context, tx pgx.Tx, run reconcile
 	_, err := c.River.InsertTx(ctx, tx, ReconcileArgs{Date: run.Date.Format(reconcile.DateLayout), RunID: run.ID}, nil)
 	if err != nil {
 		return fmt.Errorf("enqueue reconcile run %d: %w", run.ID, err)
+	}
+	return nil
+}
+
+// EnqueueReconciliationAlertTx records and enqueues, in tx (the one that
+// finishes the run: reconcile.Config.Alert), finance's alert about a run
+// that failed or completed with exceptions. It goes to FinanceEmail, else
+// OpsEmail (neither: recorded as skipped); one per run ever, keyed by the
+// run's id.
+//
+// It fails with ErrInvalidEmail.
+func (c *Client) EnqueueReconciliationAlertTx(ctx context.Context, tx pgx.Tx, a reconcile.Alert) error {
+	reason := a.Error
+	if a.Status != reconcile.RunFailed {
+		var parts []string
+		for _, st := range reconcile.Statuses {
+			if n := a.Exceptions[st]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%s: %d", st, n))
+			}
+		}
+		reason = strings.Join(parts, ", ")
+	}
+	_, err := EnqueueEmailTx(ctx, tx, c.River, Email{
+		Kind:      EmailReconciliationAlert,
+		ObjectID:  strconv.FormatInt(a.RunID, 10),
+		Recipient: cmp.Or(c.config.Email.FinanceEmail, c.config.Email.OpsEmail),
+		Reason:    reason,
+		Date:      a.Date.Format(reconcile.DateLayout),
+		RunStatus: string(a.Status),
+	})
+	if err != nil {
+		return fmt.Errorf("reconciliation alert for run %d: %w", a.RunID, err)
 	}
 	return nil
 }

@@ -36,6 +36,9 @@ type EmailConfig struct {
 	// Empty: alerts are recorded as skipped. The send_email worker does not
 	// use it: whoever enqueues an alert passes it as the recipient.
 	OpsEmail string
+	// FinanceEmail is PAYGATE_FINANCE_EMAIL, where reconciliation alerts
+	// go; empty: OpsEmail. Like OpsEmail, it is the enqueuer's to pass.
+	FinanceEmail string
 	// Timeout bounds connecting to the SMTP server and each command;
 	// default mail.DefaultTimeout.
 	Timeout time.Duration

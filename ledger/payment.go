@@ -403,3 +403,23 @@ func History(ctx context.Context, q Querier, paymentID string) ([]HistoryEntry, 
 	}
 	return out, rows.Err()
 }
+
+// EventsOfPayment returns the provider of a payment and the ids of the
+// events that name it: those its facts, its ledger transactions or its
+// state history were recorded from, each id once. Every source is read by
+// its payment_id index. An unknown payment has none.
+func EventsOfPayment(ctx context.Context, q Querier, paymentID string) (provider string, eventIDs []string, err error) {
+	err = q.QueryRow(ctx, `
+		SELECT p.provider, coalesce(array(
+			SELECT event_id FROM payment_facts WHERE payment_id = p.id
+			UNION SELECT event_id FROM ledger_transactions WHERE payment_id = p.id AND event_id IS NOT NULL
+			UNION SELECT event_id FROM payment_history WHERE payment_id = p.id), '{}')
+		FROM payments p WHERE p.id = $1`, paymentID).Scan(&provider, &eventIDs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", []string{}, nil
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("events of payment %s: %w", paymentID, err)
+	}
+	return provider, eventIDs, nil
+}

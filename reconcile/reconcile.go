@@ -72,6 +72,9 @@ var (
 	ErrRunNotFound = errors.New("reconciliation run not found")
 	// ErrRunFinished: the run already completed or failed; it never changes.
 	ErrRunFinished = errors.New("reconciliation run already finished")
+	// ErrUnavailable: this server cannot perform runs (no provider API
+	// key): a run requested now would only fail.
+	ErrUnavailable = errors.New("reconciliation is not available on this server")
 	// ErrProvider: the provider's API failed; the run can be retried.
 	ErrProvider = provider.ErrAPI
 	// ErrProviderRefused: the provider refused a request as invalid (with

@@ -40,6 +40,36 @@ type Config struct {
 	Logger       *slog.Logger
 	// Progress, when set, is told what the run is doing, a line at a time.
 	Progress func(msg string)
+	// Alert, when set, is called in the transaction that finishes a run
+	// needing finance's attention (failed, or completed with exceptions), so
+	// that the alert it enqueues commits with the outcome or not at all. Its
+	// error rolls the outcome back.
+	Alert func(ctx context.Context, tx pgx.Tx, a Alert) error
+}
+
+// Alert is a finished run that needs finance's attention.
+type Alert struct {
+	RunID  int64
+	Date   time.Time
+	Status RunStatus // RunFailed or RunCompleted
+	Error  string    // why it failed
+	// Exceptions counts the completed run's items per status, for the
+	// statuses that ask for someone's attention (see Exceptions).
+	Exceptions map[Status]int
+}
+
+// Exceptions returns the item counts of summary that need someone's
+// attention: every status but matched, and fee_posted, whose fee the run
+// booked itself (nothing is left to do, and a daily alert for it would
+// teach finance to ignore the alerts).
+func Exceptions(summary map[Status]int) map[Status]int {
+	out := map[Status]int{}
+	for st, n := range summary {
+		if n > 0 && st != StatusMatched && st != StatusFeePosted {
+			out[st] = n
+		}
+	}
+	return out
 }
 
 // Runner performs reconciliation runs.
@@ -94,7 +124,7 @@ func (r *Runner) reload(ctx context.Context, run Run) Run {
 
 // Fail marks a running run failed with cause.
 func (r *Runner) Fail(ctx context.Context, runID int64, cause error) error {
-	return fail(ctx, r.cfg.Pool, runID, cause.Error())
+	return fail(ctx, r.cfg.Pool, runID, cause.Error(), r.cfg.Alert)
 }
 
 // NoteError records the error of an attempt that will be retried.
@@ -200,7 +230,7 @@ func (r *Runner) Perform(ctx context.Context, runID int64) (Run, error) {
 	if report.TimingDifferences == nil {
 		report.TimingDifferences = []TimingDifference{}
 	}
-	if err := complete(ctx, r.cfg.Pool, run.ID, items, report); err != nil {
+	if err := complete(ctx, r.cfg.Pool, run.ID, items, report, r.cfg.Alert); err != nil {
 		return run, err
 	}
 	r.cfg.Logger.InfoContext(ctx, "reconciliation completed", "run_id", run.ID, "date", day,

@@ -126,26 +126,40 @@ func RunsOfDay(ctx context.Context, q Querier, day time.Time) ([]Run, error) {
 
 // Items returns a run's items in report order; none is an empty slice.
 func Items(ctx context.Context, q Querier, runID int64) ([]Item, error) {
-	rows, err := q.Query(ctx, `
-		SELECT status, coalesce(provider_txn_id, ''), coalesce(source_id, ''), coalesce(ref, ''), type,
+	items, _, err := items(ctx, q, runID, -1, 0)
+	return items, err
+}
+
+// items returns a run's items after position after, in report order, at
+// most limit of them (all when limit is 0), with their positions.
+func items(ctx context.Context, q Querier, runID int64, after, limit int) ([]Item, []int, error) {
+	sql := `
+		SELECT position, status, coalesce(provider_txn_id, ''), coalesce(source_id, ''), coalesce(ref, ''), type,
 		       reporting_category, currency, coalesce(ledger_currency, ''),
 		       provider_amount::text, provider_fee::text, ledger_amount::text,
 		       coalesce(presentment_currency, ''), presentment_amount::text, exchange_rate::text
-		FROM reconciliation_items WHERE run_id = $1 ORDER BY position`, runID)
+		FROM reconciliation_items WHERE run_id = $1 AND position > $2 ORDER BY position`
+	args := []any{runID, after}
+	if limit > 0 {
+		sql += ` LIMIT $3`
+		args = append(args, limit)
+	}
+	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read items of run %d: %w", runID, err)
+		return nil, nil, fmt.Errorf("read items of run %d: %w", runID, err)
 	}
 	defer rows.Close()
-	out := []Item{}
+	out, positions := []Item{}, []int{}
 	for rows.Next() {
 		var (
 			it                 Item
+			pos                int
 			pa, pf, la, pr, xr *string
 		)
-		if err := rows.Scan(&it.Status, &it.ProviderTxnID, &it.SourceID, &it.Ref, &it.Type,
+		if err := rows.Scan(&pos, &it.Status, &it.ProviderTxnID, &it.SourceID, &it.Ref, &it.Type,
 			&it.ReportingCategory, &it.Currency, &it.LedgerCurrency, &pa, &pf, &la,
 			&it.PresentmentCurrency, &pr, &xr); err != nil {
-			return nil, fmt.Errorf("read items of run %d: %w", runID, err)
+			return nil, nil, fmt.Errorf("read items of run %d: %w", runID, err)
 		}
 		for _, f := range []struct {
 			raw *string
@@ -156,13 +170,13 @@ func Items(ctx context.Context, q Querier, runID int64) ([]Item, error) {
 			}
 			d, err := decimal.NewFromString(*f.raw)
 			if err != nil {
-				return nil, fmt.Errorf("read items of run %d: parse %q: %w", runID, *f.raw, err)
+				return nil, nil, fmt.Errorf("read items of run %d: parse %q: %w", runID, *f.raw, err)
 			}
 			*f.dst = &d
 		}
-		out = append(out, it)
+		out, positions = append(out, it), append(positions, pos)
 	}
-	return out, rows.Err()
+	return out, positions, rows.Err()
 }
 
 func nullable(s string) *string {
@@ -184,14 +198,18 @@ func numeric(d *decimal.Decimal) *string {
 // transaction: the run is locked and checked first, so of two attempts
 // racing to complete it one wins and the other stores nothing. It fails with
 // ErrRunFinished.
-func complete(ctx context.Context, pool *pgxpool.Pool, runID int64, items []Item, report Report) error {
+func complete(ctx context.Context, pool *pgxpool.Pool, runID int64, items []Item, report Report,
+	alert func(context.Context, pgx.Tx, Alert) error) error {
 	body, err := json.Marshal(report)
 	if err != nil {
 		return fmt.Errorf("encode report: %w", err)
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var status RunStatus
-		if err := tx.QueryRow(ctx, `SELECT status FROM reconciliation_runs WHERE id = $1 FOR UPDATE`, runID).Scan(&status); err != nil {
+		var (
+			status RunStatus
+			day    time.Time
+		)
+		if err := tx.QueryRow(ctx, `SELECT status, date FROM reconciliation_runs WHERE id = $1 FOR UPDATE`, runID).Scan(&status, &day); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("run %d: %w", runID, ErrRunNotFound)
 			}
@@ -233,16 +251,41 @@ func complete(ctx context.Context, pool *pgxpool.Pool, runID int64, items []Item
 			WHERE id = $1`, runID, body); err != nil {
 			return fmt.Errorf("complete run %d: %w", runID, err)
 		}
+		if exceptions := Exceptions(report.Summary); alert != nil && len(exceptions) > 0 {
+			a := Alert{RunID: runID, Date: utcDay(day), Status: RunCompleted, Exceptions: exceptions}
+			if err := alert(ctx, tx, a); err != nil {
+				return fmt.Errorf("alert on run %d: %w", runID, err)
+			}
+		}
 		return nil
 	})
 }
 
-// fail marks a running run failed with the reason. A run already finished
-// is left as it is.
-func fail(ctx context.Context, q Querier, runID int64, reason string) error {
-	_, err := q.Exec(ctx, `
-		UPDATE reconciliation_runs SET status = 'failed', finished_at = now(), error = $2
-		WHERE id = $1 AND status = 'running'`, runID, reason)
+func utcDay(t time.Time) time.Time { return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC) }
+
+// fail marks a running run failed with the reason, and alerts in the same
+// transaction. A run already finished is left as it is, and not alerted on
+// again.
+func fail(ctx context.Context, pool *pgxpool.Pool, runID int64, reason string, alert func(context.Context, pgx.Tx, Alert) error) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var day time.Time
+		err := tx.QueryRow(ctx, `
+			UPDATE reconciliation_runs SET status = 'failed', finished_at = now(), error = $2
+			WHERE id = $1 AND status = 'running' RETURNING date`, runID, reason).Scan(&day)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if alert == nil {
+			return nil
+		}
+		if err := alert(ctx, tx, Alert{RunID: runID, Date: utcDay(day), Status: RunFailed, Error: reason}); err != nil {
+			return fmt.Errorf("alert: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("fail run %d: %w", runID, err)
 	}

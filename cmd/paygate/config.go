@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/provider/adyen"
 	"github.com/paygate/paygate/provider/stdwebhooks"
@@ -30,6 +31,7 @@ type config struct {
 	SMTPURL            string
 	EmailFrom          string
 	OpsEmail           string
+	FinanceEmail       string
 	ReconcileAt        string
 	ShutdownTimeout    time.Duration
 	RefundTimeout      time.Duration
@@ -51,8 +53,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 		SMTPURL:            getenv("PAYGATE_SMTP_URL"),
 		EmailFrom:          getenv("PAYGATE_EMAIL_FROM"),
 		OpsEmail:           getenv("PAYGATE_OPS_EMAIL"),
+		FinanceEmail:       getenv("PAYGATE_FINANCE_EMAIL"),
 		ReconcileAt:        or(getenv("PAYGATE_RECONCILE_AT"), "0 2 * * *"),
 		ShutdownTimeout:    20 * time.Second,
+	}
+	if err := api.CheckTokens(c.OpsTokens, c.FinanceTokens); err != nil {
+		return c, err
 	}
 	if v := getenv("PAYGATE_PROCESS_MAX_ATTEMPTS"); v != "" {
 		n, err := strconv.Atoi(v)

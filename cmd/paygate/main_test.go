@@ -232,6 +232,7 @@ func TestConfigErrors(t *testing.T) {
 		"attempts zero":         {"PAYGATE_PROCESS_MAX_ATTEMPTS": "0"},
 		"body limit tiny":       {"PAYGATE_MAX_BODY_BYTES": "10"},
 		"secret without prefix": {"PAYGATE_STRIPE_WEBHOOK_SECRETS": "sk_live_oops"},
+		"operator named twice":  {"PAYGATE_OPS_TOKENS": "alice:sk_live_oops,alice:other"},
 	} {
 		_, err := loadConfig(func(k string) string { return env[k] })
 		require.Error(t, err, name)

@@ -142,6 +142,17 @@ func reconcileWorkers(cfg config, pool *pgxpool.Pool, logger *slog.Logger, jobCl
 		Provider: provider,
 		Ingester: stripeIngester(pool, func() webhook.Enqueuer { return jobClient() }),
 		Logger:   logger,
+		Alert: func(ctx context.Context, tx pgx.Tx, a reconcile.Alert) error {
+			return jobClient().EnqueueReconciliationAlertTx(ctx, tx, a)
+		},
 	})
 	return jobs.RegisterReconcile(runner, schedule, logger), nil
+}
+
+// reconcileUnavailable is why this server cannot perform reconciliation
+// runs (no PAYGATE_STRIPE_API_KEY), nil when it can: the API refuses run
+// requests with it rather than accept runs that can only fail.
+func reconcileUnavailable(cfg config) error {
+	_, err := stripeProvider(cfg, nil)
+	return err
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v79"
 
+	"github.com/paygate/paygate/internal/stripemock"
 	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/ledger"
 	"github.com/paygate/paygate/provider"
@@ -75,7 +76,7 @@ func usd(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 // parameters Stripe takes, and the Idempotency-Key goes out and comes back.
 func TestRefundRequestShapesAgainstStripeMock(t *testing.T) {
 	t.Parallel()
-	base, logs := startStripeMock(t)
+	base, logs := stripemock.Start(t)
 
 	// stripe-mock validates refunds: these are refused, so the acceptances
 	// below mean something.
@@ -101,14 +102,14 @@ func TestRefundRequestShapesAgainstStripeMock(t *testing.T) {
 		PaymentID: "pi_123", Amount: usd("12.34"), Currency: "usd", Reason: "requested_by_customer",
 		IdempotencyKey: "paygate-refund-rr_1", Reference: "rr_1",
 	})
-	require.NoError(t, err, tail(logs.String()))
+	require.NoError(t, err, stripemock.Tail(logs.String()))
 	require.NotEmpty(t, res.ProviderRefundID)
 	require.NotEmpty(t, res.Status)
 	_, err = api.Refund(ctx, provider.RefundRequest{
 		PaymentID: "ch_123", Amount: decimal.NewFromInt(1500), Currency: "jpy", Reason: "duplicate",
 		IdempotencyKey: "paygate-refund-rr_2", Reference: "rr_2",
 	})
-	require.NoError(t, err, tail(logs.String()))
+	require.NoError(t, err, stripemock.Tail(logs.String()))
 
 	got := rec.exchanges()
 	require.Len(t, got, 2)

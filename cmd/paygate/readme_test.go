@@ -1,0 +1,93 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/paygate/paygate/internal/stripemock"
+	"github.com/paygate/paygate/internal/testdb"
+)
+
+// devDefaults are the development settings scripts/run.sh gives `make run`
+// (`export NAME="${NAME:-value}"`), read from the script so that the test
+// follows it.
+func devDefaults(t *testing.T) map[string]string {
+	t.Helper()
+	script, err := os.ReadFile("../../scripts/run.sh")
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^export (PAYGATE_[A-Z_]+)="\$\{[A-Z_]+:?-([^}]*)\}"$`).FindAllStringSubmatch(string(script), -1) {
+		out[m[1]] = m[2]
+	}
+	for _, k := range []string{"PAYGATE_STRIPE_WEBHOOK_SECRETS", "PAYGATE_ADYEN_HMAC_KEYS", "PAYGATE_ADYEN_BASIC_AUTH",
+		"PAYGATE_STANDARD_WEBHOOK_SOURCES", "PAYGATE_OPS_TOKENS", "PAYGATE_FINANCE_TOKENS"} {
+		require.NotEmpty(t, out[k], "scripts/run.sh sets %s", k)
+	}
+	return out
+}
+
+// readmeBlock is the README's shell example that contains marker.
+func readmeBlock(t *testing.T, marker string) string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
+		if strings.Contains(m[1], marker) {
+			return m[1]
+		}
+	}
+	t.Fatalf("README has no sh example with %q", marker)
+	return ""
+}
+
+// TestReadmeQuickstarts runs the README's quickstart examples as written,
+// against the real binary configured as `make run` configures it (with
+// stripe-mock standing in for Stripe's API, as make run's does): only the
+// address and the binary's path are put in for the test's own.
+func TestReadmeQuickstarts(t *testing.T) {
+	t.Parallel()
+	_, dbURL := testdb.NewWithURL(t)
+	mock, _ := stripemock.Start(t)
+	env := []string{"PAYGATE_STRIPE_API_KEY=sk_test_devpaygatelocal", "PAYGATE_STRIPE_API_URL=" + mock}
+	for k, v := range devDefaults(t) {
+		env = append(env, k+"="+v)
+	}
+	srv := startServer(t, dbURL, env...)
+	run := func(marker string) string {
+		t.Helper()
+		script := readmeBlock(t, marker)
+		script = strings.ReplaceAll(script, "127.0.0.1:8080", srv.addr)
+		script = strings.ReplaceAll(script, "bin/paygate ", paygateBinary(t)+" ")
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "README example %q:\n%s", marker, out)
+		return string(out)
+	}
+
+	out := run("/webhooks/stripe -H")
+	require.Contains(t, out, `{"received":true,"duplicate":false}`)
+	require.Contains(t, out, `"status": "succeeded"`)
+	require.Contains(t, out, `"amount_captured": "360.00"`)
+
+	out = run("/webhooks/adyen")
+	require.Contains(t, out, "[accepted]")
+	require.Contains(t, out, `"provider": "adyen"`)
+	require.Contains(t, out, `"status": "succeeded"`)
+
+	out = run("/webhooks/standard/polar")
+	require.Contains(t, out, `{"received":true,"duplicate":false}`)
+	require.Contains(t, out, `"provider": "polar"`)
+	require.Contains(t, out, `"type": "order.paid"`)
+
+	out = run("Idempotency-Key: refund-order-1042")
+	require.Contains(t, out, `"state": "requested"`)
+	require.Contains(t, out, `"amount": "25.00"`)
+	require.Regexp(t, `refund request rr_[0-9a-f]{24}: 5\.00 usd of payment pi_test_1`, out)
+	require.Contains(t, out, "submitted", "the CLI follows the request to stripe-mock")
+}

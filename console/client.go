@@ -1,0 +1,90 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+)
+
+// answer is one response of the API.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (a answer) ok() bool { return a.status >= 200 && a.status < 300 }
+
+// decode reads a successful answer's JSON into v.
+func (a answer) decode(v any) error {
+	if err := json.Unmarshal(a.body, v); err != nil {
+		return fmt.Errorf("decode api answer (%d): %w", a.status, err)
+	}
+	return nil
+}
+
+// problem is the text to show for an unsuccessful answer: the API's
+// problem+json title and detail, as the API wrote them.
+func (a answer) problem() string {
+	var p struct {
+		Title  string `json:"title"`
+		Detail string `json:"detail"`
+	}
+	if json.Unmarshal(a.body, &p) == nil && p.Title != "" {
+		if p.Detail != "" {
+			return fmt.Sprintf("%s (%d): %s", p.Title, a.status, p.Detail)
+		}
+		return fmt.Sprintf("%s (%d)", p.Title, a.status)
+	}
+	return fmt.Sprintf("the API answered %d %s", a.status, http.StatusText(a.status))
+}
+
+// call sends one request to the API in-process with token. body, when not
+// nil, is sent as JSON; key, when not "", as the Idempotency-Key.
+func (c *Console) call(ctx context.Context, token, method, path string, query url.Values, body any, key string) answer {
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return answer{status: http.StatusInternalServerError}
+		}
+		rd = bytes.NewReader(raw)
+	}
+	target := path
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return answer{status: http.StatusBadRequest, body: []byte(`{"title":"Bad request","detail":"the console could not build this request"}`)}
+	}
+	req.RemoteAddr = "127.0.0.1:0"
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	rec := httptest.NewRecorder()
+	c.cfg.API.ServeHTTP(rec, req)
+	return answer{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+}
+
+// apiPath joins escaped path segments under /v1.
+func apiPath(segments ...string) string {
+	var b strings.Builder
+	b.WriteString("/v1")
+	for _, s := range segments {
+		b.WriteByte('/')
+		b.WriteString(url.PathEscape(s))
+	}
+	return b.String()
+}

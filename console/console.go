@@ -1,0 +1,362 @@
+// Package console serves the ops and finance web console under /console/:
+// server-rendered pages over paygate's own /v1 API.
+//
+// It is a thin client of that API, called in-process with the signed-in
+// operator's role token, so every rule the API enforces (roles, the
+// Idempotency-Key contract, validation, the audit log's actor) holds for the
+// console too. It must never reach storage itself, nor keep a second copy of
+// any rule the API owns.
+package console
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Config configures the console.
+type Config struct {
+	// API serves /v1 (what api.NewEcho returns); the console sends it every
+	// read and every action.
+	API http.Handler
+	// OpsTokens and FinanceTokens are the API's role tokens, entries
+	// possibly "name:token"; the console only uses them to greet an
+	// operator by name; the API decides what a token may do.
+	OpsTokens, FinanceTokens []string
+	// SessionKey signs the CSRF tokens; nil: random at startup, so a restart
+	// signs everyone out.
+	SessionKey []byte
+	Logger     *slog.Logger
+	// SessionTTL bounds a session's life from sign-in; default 12 hours.
+	SessionTTL time.Duration
+}
+
+// Console is the web console.
+type Console struct {
+	cfg      Config
+	pages    map[string]*template.Template
+	mu       sync.Mutex
+	sessions map[string]*session // by the hash of the cookie's id
+}
+
+// Errors New returns.
+var (
+	ErrNoAPI = errors.New("console: Config.API is required")
+)
+
+const (
+	cookieName = "paygate_console"
+	basePath   = "/console"
+	maxForm    = 64 << 10
+	// apiTimeout bounds one page's or action's calls to the API; the API's
+	// own request timeout is shorter, so this only catches a stuck handler.
+	apiTimeout = 30 * time.Second
+)
+
+type session struct {
+	token   string
+	name    string
+	ops     bool
+	finance bool
+	expires time.Time
+	flash   []message
+}
+
+type message struct {
+	Kind string // ok, error, info
+	Text string
+}
+
+// New builds the console. It fails with ErrNoAPI without an API, or when
+// its templates do not parse.
+func New(cfg Config) (*Console, error) {
+	if cfg.API == nil {
+		return nil, ErrNoAPI
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 12 * time.Hour
+	}
+	if len(cfg.SessionKey) == 0 {
+		cfg.SessionKey = make([]byte, 32)
+		if _, err := rand.Read(cfg.SessionKey); err != nil {
+			return nil, fmt.Errorf("console: session key: %w", err)
+		}
+	}
+	pages, err := parseTemplates()
+	if err != nil {
+		return nil, err
+	}
+	return &Console{cfg: cfg, pages: pages, sessions: map[string]*session{}}, nil
+}
+
+func parseTemplates() (map[string]*template.Template, error) {
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, fmt.Errorf("console: templates: %w", err)
+	}
+	pages := map[string]*template.Template{}
+	for _, n := range names {
+		if n == "templates/layout.html" {
+			continue
+		}
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", n)
+		if err != nil {
+			return nil, fmt.Errorf("console: parse %s: %w", n, err)
+		}
+		pages[strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")] = t
+	}
+	return pages, nil
+}
+
+// Register mounts the console under /console/ on e.
+func (c *Console) Register(e *echo.Echo) {
+	g := e.Group(basePath, c.secureHeaders, c.sameOrigin)
+	static, _ := fs.Sub(staticFS, "static")
+	g.GET("/static/*", echo.WrapHandler(http.StripPrefix(basePath+"/static/", http.FileServer(http.FS(static)))))
+	e.GET(basePath, func(ec echo.Context) error { return ec.Redirect(http.StatusSeeOther, basePath+"/") })
+	g.GET("/", c.home)
+	g.GET("/signin", c.signinPage)
+	g.POST("/signin", c.signin)
+	g.POST("/signout", c.signout, c.auth(anyRole))
+
+	g.GET("/poison", c.poison, c.auth(opsRole))
+	g.POST("/poison/replay", c.bulkReplay, c.auth(opsRole), c.csrf)
+	g.GET("/events", c.eventSearch, c.auth(opsRole))
+	g.GET("/events/:provider/:event_id", c.event, c.auth(opsRole))
+	g.POST("/events/:provider/:event_id/replay", c.replay, c.auth(opsRole), c.csrf)
+	g.POST("/events/:provider/:event_id/discard", c.discard, c.auth(opsRole), c.csrf)
+	g.GET("/payments", c.payment, c.auth(opsRole))
+	g.GET("/audit", c.audit, c.auth(opsRole))
+
+	g.GET("/reconciliation", c.reconciliation, c.auth(financeRole))
+	g.POST("/reconciliation/runs", c.startRun, c.auth(financeRole), c.csrf)
+	g.GET("/reconciliation/runs/:id", c.run, c.auth(financeRole))
+	g.GET("/reconciliation/runs/:id/items.csv", c.runCSV, c.auth(financeRole))
+	g.GET("/books", c.books, c.auth(anyRole))
+}
+
+// secureHeaders keeps the console's pages out of caches, frames and other
+// origins' reach; no page needs a script or anything from elsewhere.
+func (c *Console) secureHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(ec echo.Context) error {
+		h := ec.Response().Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set(echo.HeaderCacheControl, "no-store")
+		return next(ec)
+	}
+}
+
+// sameOrigin refuses a POST that a browser says came from another site,
+// sign-in included (which has no session, so no CSRF token, yet).
+func (c *Console) sameOrigin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(ec echo.Context) error {
+		if ec.Request().Method == http.MethodPost {
+			if site := ec.Request().Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+				return c.refuse(ec, http.StatusForbidden, "This form was sent from another site.")
+			}
+		}
+		return next(ec)
+	}
+}
+
+type roleCheck func(*session) bool
+
+func anyRole(s *session) bool     { return s.ops || s.finance }
+func opsRole(s *session) bool     { return s.ops }
+func financeRole(s *session) bool { return s.finance || s.ops }
+
+const sessionKey = "console.session"
+
+func (c *Console) auth(allowed roleCheck) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(ec echo.Context) error {
+			s := c.sessionOf(ec)
+			if s == nil {
+				if ec.Request().Method == http.MethodGet {
+					return ec.Redirect(http.StatusSeeOther, basePath+"/signin")
+				}
+				return c.refuse(ec, http.StatusUnauthorized, "Your session has ended: sign in again.")
+			}
+			ec.Set(sessionKey, s)
+			if !allowed(s) {
+				return c.refuse(ec, http.StatusForbidden, "This page is not available to your role.")
+			}
+			return next(ec)
+		}
+	}
+}
+
+func idHash(id string) string {
+	h := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(h[:])
+}
+
+func (c *Console) sessionOf(ec echo.Context) *session {
+	ck, err := ec.Cookie(cookieName)
+	if err != nil || ck.Value == "" {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sessions[idHash(ck.Value)]
+	if s == nil || time.Now().After(s.expires) {
+		delete(c.sessions, idHash(ck.Value))
+		return nil
+	}
+	return s
+}
+
+func sessionIn(ec echo.Context) *session {
+	s, _ := ec.Get(sessionKey).(*session)
+	return s
+}
+
+func randomID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// startSession stores s under a fresh id (never one the browser brought: no
+// fixation) and sets its cookie.
+func (c *Console) startSession(ec echo.Context, s *session) {
+	id := randomID(32)
+	now := time.Now()
+	s.expires = now.Add(c.cfg.SessionTTL)
+	c.mu.Lock()
+	for k, old := range c.sessions {
+		if now.After(old.expires) {
+			delete(c.sessions, k)
+		}
+	}
+	c.sessions[idHash(id)] = s
+	c.mu.Unlock()
+	ec.SetCookie(&http.Cookie{
+		Name: cookieName, Value: id, Path: basePath, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: ec.Scheme() == "https",
+		Expires: s.expires,
+	})
+}
+
+func (c *Console) endSession(ec echo.Context) {
+	if ck, err := ec.Cookie(cookieName); err == nil {
+		c.mu.Lock()
+		delete(c.sessions, idHash(ck.Value))
+		c.mu.Unlock()
+	}
+	ec.SetCookie(&http.Cookie{Name: cookieName, Value: "", Path: basePath, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: ec.Scheme() == "https", MaxAge: -1})
+}
+
+// csrfToken binds a form to the session: an HMAC of the session's cookie id,
+// so nothing more is stored and another session's token does not verify.
+func (c *Console) csrfToken(ec echo.Context) string {
+	ck, err := ec.Cookie(cookieName)
+	if err != nil {
+		return ""
+	}
+	m := hmac.New(sha256.New, c.cfg.SessionKey)
+	m.Write([]byte("csrf\x00" + ck.Value))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func (c *Console) csrf(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(ec echo.Context) error {
+		ec.Request().Body = http.MaxBytesReader(ec.Response(), ec.Request().Body, maxForm)
+		want := c.csrfToken(ec)
+		got := ec.FormValue("csrf")
+		if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
+			return c.refuse(ec, http.StatusForbidden, "This form has expired or did not come from the console: reload the page and try again.")
+		}
+		return next(ec)
+	}
+}
+
+func (c *Console) addFlash(s *session, kind, text string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.flash = append(s.flash, message{Kind: kind, Text: text})
+	if len(s.flash) > 5 {
+		s.flash = s.flash[len(s.flash)-5:]
+	}
+}
+
+func (c *Console) takeFlash(s *session) []message {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := s.flash
+	s.flash = nil
+	return f
+}
+
+// operatorName finds token's name among the configured "name:token"
+// entries; "" when it has none.
+func (c *Console) operatorName(token string) string {
+	for _, entry := range append(append([]string{}, c.cfg.OpsTokens...), c.cfg.FinanceTokens...) {
+		entry = strings.TrimSpace(entry)
+		name, tok, ok := strings.Cut(entry, ":")
+		if !ok || name == "" {
+			continue
+		}
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(token)) == 1 ||
+			subtle.ConstantTimeCompare([]byte(entry), []byte(token)) == 1 {
+			return name
+		}
+	}
+	return ""
+}
+
+// actionContext is the context of a call that changes state: once the
+// operator's click reached us, the action completes even if the browser
+// navigates away (a second click cancels the first request), so that the
+// API's idempotency record, not the timing of a click, decides the outcome.
+func actionContext(ec echo.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ec.Request().Context()), apiTimeout)
+}
+
+func readContext(ec echo.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ec.Request().Context(), apiTimeout)
+}
+
+// Ops reports whether the session may use the ops pages.
+func (s *session) Ops() bool { return s.ops }
+
+// Roles names the session's roles for the header.
+func (s *session) Roles() string {
+	switch {
+	case s.ops && s.finance:
+		return "ops, finance"
+	case s.ops:
+		return "ops"
+	default:
+		return "finance"
+	}
+}

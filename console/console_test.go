@@ -1,0 +1,469 @@
+package console_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/console"
+	"github.com/paygate/paygate/inbox"
+	"github.com/paygate/paygate/internal/testdb"
+	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/reconcile"
+)
+
+const (
+	opsTok     = "console-ops-token"
+	financeTok = "console-finance-token"
+)
+
+type testBundle struct {
+	pool *pgxpool.Pool
+	jobs *jobs.Client
+	echo *echo.Echo
+	srv  *httptest.Server
+	// replayPosts counts the console's replay form submissions that reached
+	// the server.
+	replayPosts atomic.Int32
+}
+
+// setup serves the real API and the console on a fresh database, with an
+// insert-only River client: jobs are inserted, never worked. Replay form
+// posts are held back a little, as a slow network would, so that a second
+// click lands while the first is still on its way.
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	pool := testdb.New(t)
+	jc, err := jobs.NewClient(pool, jobs.Config{InsertOnly: true})
+	require.NoError(t, err)
+	ops, finance := []string{"alice:" + opsTok}, []string{financeTok}
+	e, _ := api.NewEcho(api.Config{Pool: pool, Jobs: jc, OpsTokens: ops, FinanceTokens: finance})
+	con, err := console.New(console.Config{API: e, OpsTokens: ops, FinanceTokens: finance})
+	require.NoError(t, err)
+	con.Register(e)
+	b := &testBundle{pool: pool, jobs: jc, echo: e}
+	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/replay") && strings.HasPrefix(r.URL.Path, "/console/events/") {
+			b.replayPosts.Add(1)
+			time.Sleep(300 * time.Millisecond)
+		}
+		e.ServeHTTP(w, r)
+	}))
+	t.Cleanup(b.srv.Close)
+	return b
+}
+
+// seed stores a poison event as the ingest path and the worker would (the
+// inbox row and its job in one transaction, then the status).
+func (b *testBundle) seed(t *testing.T, id, typ, lastError string) {
+	t.Helper()
+	ctx := context.Background()
+	payload := fmt.Sprintf(`{"id":%q,"object":"event","type":%q,"data":{"object":{"id":"ch_%s","currency":"zzz"}}}`, id, typ, id)
+	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		created, err := inbox.InsertTx(ctx, tx, inbox.Event{Provider: "stripe", EventID: id, Type: typ, Payload: []byte(payload)})
+		if err != nil {
+			return err
+		}
+		require.True(t, created)
+		if err := b.jobs.InsertProcessEventTx(ctx, tx, "stripe", id); err != nil {
+			return err
+		}
+		return inbox.SetStatusTx(ctx, tx, "stripe", id, inbox.StatusPoison, lastError, true)
+	}))
+}
+
+// apiGet reads the API directly, as a check independent of the console.
+func (b *testBundle) apiGet(t *testing.T, token, path string) string {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	rec := httptest.NewRecorder()
+	b.echo.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	return rec.Body.String()
+}
+
+func (b *testBundle) eventStatus(t *testing.T, id string) string {
+	t.Helper()
+	m := regexp.MustCompile(`"status": "([a-z]+)"`).FindStringSubmatch(b.apiGet(t, opsTok, "/v1/events/stripe/"+id))
+	require.NotNil(t, m)
+	return m[1]
+}
+
+func (b *testBundle) auditCount(t *testing.T, action, id string) int {
+	t.Helper()
+	body := b.apiGet(t, opsTok, "/v1/ops/audit?limit=100")
+	return len(regexp.MustCompile(`"action": "`+action+`",\s*"provider": "stripe",\s*"event_id": "`+regexp.QuoteMeta(id)+`"`).FindAllString(body, -1))
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		require.NotEqual(t, dir, parent, "no go.mod above the test")
+		dir = parent
+	}
+}
+
+// browser starts Debian's Chromium headless. A failed test leaves a
+// screenshot of the page it was on under tmp/ at the module root.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("chromium is not on PATH: run scripts/chromium.sh (installs Debian's chromium) first")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	// The first call starts the browser, which lives as long as its
+	// context: it takes no timeout; the test's actions do.
+	require.NoError(t, chromedp.Do(bctx), "start chromium")
+	ctx, cancelTimeout := context.WithTimeout(bctx, 90*time.Second)
+	t.Cleanup(cancelTimeout)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		sctx, cancel := context.WithTimeout(bctx, 10*time.Second)
+		defer cancel()
+		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Logf("screenshot: %v", err)
+			return
+		}
+		dir := filepath.Join(moduleRoot(t), "tmp")
+		name := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+".png")
+		if err := os.MkdirAll(dir, 0o755); err == nil && os.WriteFile(name, png, 0o644) == nil {
+			t.Logf("screenshot of the failing page: %s", name)
+		}
+	})
+	return ctx
+}
+
+func run(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	require.NoError(t, chromedp.Do(ctx, steps...))
+}
+
+func eval[T any](t *testing.T, ctx context.Context, js string, opts ...chromedp.EvaluateOption) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js, opts...))
+	require.NoError(t, err, js)
+	return v
+}
+
+func textOf(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	run(t, ctx, chromedp.WaitVisible(chromedp.CSS(sel)))
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	require.NoError(t, err, sel)
+	return s
+}
+
+func signIn(t *testing.T, ctx context.Context, base, token string) {
+	t.Helper()
+	run(t, ctx,
+		chromedp.Navigate(base+"/console/"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), token),
+		chromedp.Click(chromedp.CSS("#signin")),
+		chromedp.WaitVisible(chromedp.CSS("nav.main")),
+	)
+}
+
+func TestOpsInBrowser(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.seed(t, "evt_discard_me", "charge.succeeded", `unknown currency "zzz"`)
+	b.seed(t, "evt_replay_me", "charge.succeeded", "ledger: unbalanced")
+	b.seed(t, "evt_bulk_1", "charge.refunded", "refund before charge")
+	ctx := browser(t)
+	signIn(t, ctx, b.srv.URL, opsTok)
+	require.Contains(t, textOf(t, ctx, "header.top"), "alice")
+
+	poison := textOf(t, ctx, "#poison")
+	for _, id := range []string{"evt_discard_me", "evt_replay_me", "evt_bulk_1"} {
+		require.Contains(t, poison, id)
+	}
+	require.Contains(t, poison, `unknown currency "zzz"`)
+
+	// Discard with a reason, from the event's page reached from the queue.
+	const reason = "test fixture with a made-up currency"
+	run(t, ctx,
+		chromedp.Click(chromedp.CSS(`a[href="/console/events/stripe/evt_discard_me"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#payload")),
+	)
+	require.Contains(t, textOf(t, ctx, "#payload"), "\"currency\": \"zzz\"", "the payload is pretty-printed")
+	run(t, ctx,
+		chromedp.SendKeys(chromedp.CSS("#discard-reason"), reason),
+		chromedp.Click(chromedp.CSS("#discard button")),
+		chromedp.WaitVisible(chromedp.CSS(".flash.ok")),
+	)
+	require.Equal(t, "discarded", textOf(t, ctx, "#event-status"))
+	require.Equal(t, "discarded", b.eventStatus(t, "evt_discard_me"))
+
+	run(t, ctx, chromedp.Navigate(b.srv.URL+"/console/audit"))
+	audit := textOf(t, ctx, "#audit")
+	require.Contains(t, audit, "discard")
+	require.Contains(t, audit, "evt_discard_me")
+	require.Contains(t, audit, reason)
+
+	// Two clicks on Replay, the second while the first is still in flight:
+	// both reach the server, and the form's one Idempotency-Key makes them
+	// one replay.
+	run(t, ctx,
+		chromedp.Navigate(b.srv.URL+"/console/events/stripe/evt_replay_me"),
+		chromedp.WaitVisible(chromedp.CSS("#replay button")),
+	)
+	eval[bool](t, ctx, `(() => { const b = document.querySelector('#replay button'); b.click(); setTimeout(() => b.click(), 80); return true })()`)
+	require.Eventually(t, func() bool { return b.replayPosts.Load() == 2 }, 10*time.Second, 20*time.Millisecond,
+		"both clicks must reach the server (got %d)", b.replayPosts.Load())
+	run(t, ctx, chromedp.WaitVisible(chromedp.CSS(".flash")))
+	require.Eventually(t, func() bool { return b.eventStatus(t, "evt_replay_me") == "received" }, 5*time.Second, 20*time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // let a straggling duplicate finish before counting
+	require.Equal(t, 1, b.auditCount(t, "replay", "evt_replay_me"), "two clicks, one replay")
+	run(t, ctx, chromedp.Navigate(b.srv.URL+"/console/audit"), chromedp.WaitVisible(chromedp.CSS("#audit")))
+	require.Equal(t, 1, eval[int](t, ctx, `document.querySelectorAll('tr.audit-row[data-action="replay"][data-event="evt_replay_me"]').length`))
+
+	// Bulk replay shows the dry run's count, and replays only when confirmed.
+	run(t, ctx,
+		chromedp.Navigate(b.srv.URL+"/console/poison?type=charge.refunded"),
+		chromedp.Click(chromedp.CSS("#bulk-replay")),
+	)
+	require.Equal(t, "1", textOf(t, ctx, "#dry-run-count"))
+	require.Equal(t, "poison", b.eventStatus(t, "evt_bulk_1"), "a dry run replays nothing")
+	run(t, ctx,
+		chromedp.Click(chromedp.CSS("#bulk-replay-confirm")),
+		chromedp.WaitVisible(chromedp.CSS(".flash.ok")),
+	)
+	require.Contains(t, textOf(t, ctx, ".flash.ok"), "1 of 1")
+	require.Equal(t, "received", b.eventStatus(t, "evt_bulk_1"))
+	require.Equal(t, "discarded", b.eventStatus(t, "evt_discard_me"), "the filter's other events are untouched")
+
+	// An event found by id; a payment the API does not know shows its answer.
+	run(t, ctx,
+		chromedp.Navigate(b.srv.URL+"/console/events?provider=stripe&event_id=evt_replay_me"),
+		chromedp.WaitVisible(chromedp.CSS("#event-status")),
+		chromedp.Navigate(b.srv.URL+"/console/payments?id=pi_nobody"),
+	)
+	require.Contains(t, textOf(t, ctx, ".flash.error"), "404")
+}
+
+func TestFinanceInBrowser(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.seed(t, "evt_secret", "charge.succeeded", "boom")
+	ctx := browser(t)
+	signIn(t, ctx, b.srv.URL, financeTok)
+
+	nav := textOf(t, ctx, "nav.main")
+	require.NotContains(t, nav, "Poison")
+	require.Contains(t, nav, "Reconciliation")
+	run(t, ctx, chromedp.Navigate(b.srv.URL+"/console/poison"))
+	require.Contains(t, textOf(t, ctx, "#refused"), "not available to your role")
+	require.NotContains(t, textOf(t, ctx, "body"), "evt_secret")
+
+	run(t, ctx, chromedp.Navigate(b.srv.URL+"/console/books"), chromedp.WaitVisible(chromedp.CSS("h1")))
+
+	run(t, ctx,
+		chromedp.Navigate(b.srv.URL+"/console/reconciliation"),
+		chromedp.SetValue(chromedp.CSS("#run-date"), "2024-06-01"),
+		chromedp.Click(chromedp.CSS("#start-run button")),
+	)
+	require.Equal(t, "running", textOf(t, ctx, "#run-status"), "no worker runs in this test: the run waits")
+	require.Contains(t, textOf(t, ctx, "h1"), "2024-06-01")
+
+	type download struct {
+		Status      int    `json:"status"`
+		Disposition string `json:"disposition"`
+		Body        string `json:"body"`
+	}
+	csv := eval[download](t, ctx, `(async () => {
+		const r = await fetch(document.querySelector('#csv').href);
+		return {status: r.status, disposition: r.headers.get('Content-Disposition') || '', body: await r.text()};
+	})()`, chromedp.EvalAwaitPromise)
+	require.Equal(t, http.StatusOK, csv.Status)
+	require.Contains(t, csv.Disposition, "attachment")
+	require.Equal(t, strings.Join(reconcile.CSVHeader, ",")+"\n", csv.Body)
+
+	// Without a provider API key the run fails, as the worker would record
+	// it; the run page makes that stand out.
+	runID := regexp.MustCompile(`/runs/(\d+)/`).FindStringSubmatch(csvHref(t, ctx))[1]
+	runner := reconcile.New(reconcile.Config{Pool: b.pool, Provider: reconcile.Unavailable(errors.New("PAYGATE_STRIPE_API_KEY is not set"))})
+	var id int64
+	_, err := fmt.Sscan(runID, &id)
+	require.NoError(t, err)
+	if _, err := runner.Perform(context.Background(), id); err != nil {
+		require.NoError(t, runner.Fail(context.Background(), id, err))
+	}
+	run(t, ctx, chromedp.Reload())
+	require.Equal(t, "failed", textOf(t, ctx, "#run-status"))
+	require.Contains(t, textOf(t, ctx, "#run-error"), "PAYGATE_STRIPE_API_KEY")
+}
+
+func csvHref(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	attr, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS("#csv"), "href"))
+	require.NoError(t, err)
+	require.True(t, attr.Exists)
+	return attr.Value
+}
+
+// client is a cookie-keeping HTTP client of the test server that does not
+// follow redirects, so each answer can be looked at.
+func client(t *testing.T) *http.Client {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func postForm(t *testing.T, c *http.Client, u string, form url.Values, header ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+func getPage(t *testing.T, c *http.Client, u string) string {
+	t.Helper()
+	resp, err := c.Get(u)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	return string(body)
+}
+
+func hidden(t *testing.T, page, form, name string) string {
+	t.Helper()
+	i := strings.Index(page, `id="`+form+`"`)
+	require.GreaterOrEqual(t, i, 0, "form %s", form)
+	m := regexp.MustCompile(`name="` + name + `" value="([^"]*)"`).FindStringSubmatch(page[i:])
+	require.NotNil(t, m, "field %s of %s", name, form)
+	return m[1]
+}
+
+func TestCSRF(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.seed(t, "evt_csrf", "charge.succeeded", "boom")
+	alice, mallory := client(t), client(t)
+	for _, c := range []*http.Client{alice, mallory} {
+		resp := postForm(t, c, b.srv.URL+"/console/signin", url.Values{"token": {opsTok}})
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	}
+	page := getPage(t, alice, b.srv.URL+"/console/events/stripe/evt_csrf")
+	key, token := hidden(t, page, "discard", "idempotency_key"), hidden(t, page, "discard", "csrf")
+	otherToken := hidden(t, getPage(t, mallory, b.srv.URL+"/console/events/stripe/evt_csrf"), "discard", "csrf")
+	require.NotEqual(t, token, otherToken)
+	discard := b.srv.URL + "/console/events/stripe/evt_csrf/discard"
+
+	for name, form := range map[string]url.Values{
+		"no token":                {"idempotency_key": {key}, "reason": {"r"}},
+		"another session's token": {"idempotency_key": {key}, "reason": {"r"}, "csrf": {otherToken}},
+		"a wrong token":           {"idempotency_key": {key}, "reason": {"r"}, "csrf": {token + "x"}},
+	} {
+		resp := postForm(t, alice, discard, form)
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, name)
+	}
+	resp := postForm(t, alice, discard, url.Values{"idempotency_key": {key}, "reason": {"r"}, "csrf": {token}}, "Sec-Fetch-Site", "cross-site")
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "a browser's cross-site post")
+	require.Equal(t, "poison", b.eventStatus(t, "evt_csrf"), "no refused post reached the API")
+
+	resp = postForm(t, alice, discard, url.Values{"idempotency_key": {key}, "reason": {"r"}, "csrf": {token}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "discarded", b.eventStatus(t, "evt_csrf"))
+}
+
+func TestSessionCookie(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	signin := func(t *testing.T, token string, tlsOn bool) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/console/signin", strings.NewReader(url.Values{"token": {token}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if tlsOn {
+			req.TLS = &tls.ConnectionState{}
+		}
+		rec := httptest.NewRecorder()
+		b.echo.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, tlsOn := range []bool{false, true} {
+		rec := signin(t, opsTok, tlsOn)
+		require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+		cookies := rec.Result().Cookies()
+		require.Len(t, cookies, 1)
+		ck := cookies[0]
+		require.Equal(t, "/console", ck.Path)
+		require.True(t, ck.HttpOnly)
+		require.Equal(t, http.SameSiteStrictMode, ck.SameSite)
+		require.Equal(t, tlsOn, ck.Secure, "Secure exactly when the request came over TLS")
+		require.NotContains(t, ck.Value, opsTok, "the browser never holds the token")
+		require.GreaterOrEqual(t, len(ck.Value), 40, "an unguessable id")
+	}
+	rec := signin(t, "not-a-token", false)
+	require.Equal(t, http.StatusUnauthorized, rec.Code)
+	require.Empty(t, rec.Result().Cookies(), "no session for a bad token")
+
+	// Signing out ends the session on the server, not only in the browser.
+	c := client(t)
+	require.Equal(t, http.StatusSeeOther, postForm(t, c, b.srv.URL+"/console/signin", url.Values{"token": {financeTok}}).StatusCode)
+	u, _ := url.Parse(b.srv.URL + "/console/")
+	old := c.Jar.Cookies(u)
+	require.Len(t, old, 1)
+	page := getPage(t, c, b.srv.URL+"/console/books")
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]*)"`).FindStringSubmatch(page)[1]
+	require.Equal(t, http.StatusSeeOther, postForm(t, c, b.srv.URL+"/console/signout", url.Values{"csrf": {csrf}}).StatusCode)
+	req, _ := http.NewRequest(http.MethodGet, b.srv.URL+"/console/books", nil)
+	req.AddCookie(old[0])
+	resp, err := client(t).Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/console/signin", resp.Header.Get("Location"))
+}

@@ -1,0 +1,495 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/paygate/paygate/api"
+)
+
+// view is what every page template gets.
+type view struct {
+	Title   string
+	Nav     string
+	Session *session
+	Name    string
+	CSRF    string
+	Flash   []message
+	Data    any
+}
+
+// formKey is a fresh Idempotency-Key for a form being rendered: the form
+// carries it, so its every submission (a double click, a resend) is one
+// operation at the API.
+func formKey() string { return "console-" + randomID(18) }
+
+func (c *Console) render(ec echo.Context, status int, page, title string, data any) error {
+	t, ok := c.pages[page]
+	if !ok {
+		return fmt.Errorf("console: no page %q", page)
+	}
+	v := view{Title: title, Nav: page, Data: data}
+	if s := sessionIn(ec); s != nil {
+		v.Session, v.CSRF, v.Flash = s, c.csrfToken(ec), c.takeFlash(s)
+		v.Name = s.name
+	}
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, v); err != nil {
+		c.cfg.Logger.Error("console: render", "page", page, "error", err)
+		return echo.NewHTTPError(http.StatusInternalServerError)
+	}
+	return ec.HTMLBlob(status, buf.Bytes())
+}
+
+func (c *Console) refuse(ec echo.Context, status int, text string) error {
+	return c.render(ec, status, "refused", http.StatusText(status), text)
+}
+
+// apiFailed renders a page that could not be read, with the API's reason.
+func (c *Console) apiFailed(ec echo.Context, title string, a answer) error {
+	status := a.status
+	if status < 400 {
+		status = http.StatusBadGateway
+	}
+	return c.render(ec, status, "refused", title, a.problem())
+}
+
+func (c *Console) home(ec echo.Context) error {
+	s := c.sessionOf(ec)
+	switch {
+	case s == nil:
+		return ec.Redirect(http.StatusSeeOther, basePath+"/signin")
+	case s.ops:
+		return ec.Redirect(http.StatusSeeOther, basePath+"/poison")
+	default:
+		return ec.Redirect(http.StatusSeeOther, basePath+"/reconciliation")
+	}
+}
+
+func (c *Console) signinPage(ec echo.Context) error {
+	return c.render(ec, http.StatusOK, "signin", "Sign in", "")
+}
+
+// signin checks the token with the API itself (an ops-only and a
+// finance-only route: 403 means the token is valid without that role) and
+// keeps it server-side; the browser only ever holds an opaque session id.
+func (c *Console) signin(ec echo.Context) error {
+	ec.Request().Body = http.MaxBytesReader(ec.Response(), ec.Request().Body, maxForm)
+	token := strings.TrimSpace(ec.FormValue("token"))
+	if token == "" {
+		return c.render(ec, http.StatusUnauthorized, "signin", "Sign in", "Enter your role token.")
+	}
+	ctx, cancel := readContext(ec)
+	defer cancel()
+	opsProbe := c.call(ctx, token, http.MethodGet, "/v1/ops/stats", nil, nil, "")
+	if opsProbe.status == http.StatusUnauthorized {
+		return c.render(ec, http.StatusUnauthorized, "signin", "Sign in", "That token is not one paygate knows.")
+	}
+	financeProbe := c.call(ctx, token, http.MethodGet, "/v1/reconciliation/runs/0", nil, nil, "")
+	s := &session{
+		token:   token,
+		ops:     opsProbe.ok(),
+		finance: financeProbe.status != http.StatusForbidden && financeProbe.status != http.StatusUnauthorized && financeProbe.status < 500,
+	}
+	if !s.ops && !s.finance {
+		return c.render(ec, http.StatusServiceUnavailable, "signin", "Sign in", "The API could not confirm this token: "+opsProbe.problem())
+	}
+	s.name = c.operatorName(token)
+	if s.name == "" {
+		s.name = map[bool]string{true: "ops", false: "finance"}[s.ops]
+	}
+	c.startSession(ec, s)
+	return ec.Redirect(http.StatusSeeOther, basePath+"/")
+}
+
+func (c *Console) signout(ec echo.Context) error {
+	c.endSession(ec)
+	return ec.Redirect(http.StatusSeeOther, basePath+"/signin")
+}
+
+// timeFilter reads a browser's datetime-local value (UTC, as the console
+// labels it) or an RFC 3339 time, and answers RFC 3339 for the API.
+func timeFilter(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return "", nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UTC().Format(time.RFC3339), nil
+		}
+	}
+	return "", fmt.Errorf("%q is not a time such as 2024-06-20T12:00", v)
+}
+
+type poisonFilter struct {
+	Type, Error, ReceivedAfter, ReceivedBefore string
+}
+
+func (f poisonFilter) query() (url.Values, error) {
+	q := url.Values{}
+	if f.Type != "" {
+		q.Set("type", f.Type)
+	}
+	if f.Error != "" {
+		q.Set("error", f.Error)
+	}
+	for name, v := range map[string]string{"received_after": f.ReceivedAfter, "received_before": f.ReceivedBefore} {
+		t, err := timeFilter(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", strings.ReplaceAll(name, "_", " "), err)
+		}
+		if t != "" {
+			q.Set(name, t)
+		}
+	}
+	return q, nil
+}
+
+func poisonFilterOf(get func(string) string) poisonFilter {
+	return poisonFilter{
+		Type: strings.TrimSpace(get("type")), Error: strings.TrimSpace(get("error")),
+		ReceivedAfter: strings.TrimSpace(get("received_after")), ReceivedBefore: strings.TrimSpace(get("received_before")),
+	}
+}
+
+type poisonData struct {
+	Filter     poisonFilter
+	FilterErr  string
+	Page       api.PoisonPage
+	NextQuery  string
+	Key        string
+	DryRun     *api.BulkReplayResponse
+	ConfirmKey string
+	Reason     string
+}
+
+func (c *Console) poison(ec echo.Context) error {
+	d := poisonData{Filter: poisonFilterOf(ec.QueryParam), Key: formKey()}
+	return c.renderPoison(ec, http.StatusOK, d, ec.QueryParam("cursor"))
+}
+
+func (c *Console) renderPoison(ec echo.Context, status int, d poisonData, cursor string) error {
+	q, err := d.Filter.query()
+	if err != nil {
+		d.FilterErr = err.Error()
+		q = url.Values{}
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	q.Set("limit", "50")
+	ctx, cancel := readContext(ec)
+	defer cancel()
+	a := c.call(ctx, sessionIn(ec).token, http.MethodGet, "/v1/ops/poison", q, nil, "")
+	if !a.ok() {
+		if a.status == http.StatusBadRequest {
+			d.FilterErr = a.problem()
+			a = c.call(ctx, sessionIn(ec).token, http.MethodGet, "/v1/ops/poison", url.Values{"limit": {"50"}}, nil, "")
+		}
+		if !a.ok() {
+			return c.apiFailed(ec, "Poison queue", a)
+		}
+	}
+	if err := a.decode(&d.Page); err != nil {
+		return err
+	}
+	if d.Page.NextCursor != nil {
+		next := url.Values{"type": {d.Filter.Type}, "error": {d.Filter.Error},
+			"received_after": {d.Filter.ReceivedAfter}, "received_before": {d.Filter.ReceivedBefore}, "cursor": {*d.Page.NextCursor}}
+		d.NextQuery = next.Encode()
+	}
+	return c.render(ec, status, "poison", "Poison queue", d)
+}
+
+// bulkReplay asks the API first for a dry run (how many events the filter
+// matches) and shows it with a confirmation form carrying its own key; only
+// that confirmation replays.
+func (c *Console) bulkReplay(ec echo.Context) error {
+	s := sessionIn(ec)
+	f := poisonFilterOf(ec.FormValue)
+	d := poisonData{Filter: f, Key: formKey(), Reason: strings.TrimSpace(ec.FormValue("reason"))}
+	q, err := f.query()
+	if err != nil {
+		c.addFlash(s, "error", err.Error())
+		return c.renderPoison(ec, http.StatusBadRequest, d, "")
+	}
+	key := ec.FormValue("idempotency_key")
+	if key == "" {
+		return c.refuse(ec, http.StatusBadRequest, "This form has no Idempotency-Key: reload the page and try again.")
+	}
+	body := map[string]any{"dry_run": ec.FormValue("confirm") != "yes", "reason": d.Reason}
+	for k, vs := range q {
+		body[k] = vs[0]
+	}
+	if f.Type == "" && f.Error == "" && q.Get("received_after") == "" && q.Get("received_before") == "" {
+		body["status"] = "poison"
+	}
+	ctx, cancel := actionContext(ec)
+	defer cancel()
+	a := c.call(ctx, s.token, http.MethodPost, "/v1/ops/replay", nil, body, key)
+	if !a.ok() {
+		c.addFlash(s, "error", "Bulk replay: "+a.problem())
+		return c.renderPoison(ec, http.StatusOK, d, "")
+	}
+	var res api.BulkReplayResponse
+	if err := a.decode(&res); err != nil {
+		return err
+	}
+	if res.DryRun {
+		d.DryRun, d.ConfirmKey = &res, formKey()
+		return c.renderPoison(ec, http.StatusOK, d, "")
+	}
+	c.addFlash(s, "ok", fmt.Sprintf("Bulk replay: %d of %d matching events sent back for processing.", res.Replayed, res.Matched))
+	return ec.Redirect(http.StatusSeeOther, basePath+"/poison")
+}
+
+func (c *Console) eventSearch(ec echo.Context) error {
+	provider, id := strings.TrimSpace(ec.QueryParam("provider")), strings.TrimSpace(ec.QueryParam("event_id"))
+	if provider == "" || id == "" {
+		return c.render(ec, http.StatusOK, "search", "Find an event", map[string]string{"Provider": provider, "EventID": id})
+	}
+	return ec.Redirect(http.StatusSeeOther, basePath+"/events/"+url.PathEscape(provider)+"/"+url.PathEscape(id))
+}
+
+type eventData struct {
+	Event      api.EventView
+	Payload    string
+	ReplayKey  string
+	DiscardKey string
+}
+
+// maxPretty is the largest payload re-indented for reading; bigger ones
+// are shown as stored.
+const maxPretty = 512 << 10
+
+func (c *Console) event(ec echo.Context) error {
+	ctx, cancel := readContext(ec)
+	defer cancel()
+	a := c.call(ctx, sessionIn(ec).token, http.MethodGet, apiPath("events", ec.Param("provider"), ec.Param("event_id")), nil, nil, "")
+	if !a.ok() {
+		return c.apiFailed(ec, "Event", a)
+	}
+	var d eventData
+	if err := a.decode(&d.Event); err != nil {
+		return err
+	}
+	if len(d.Event.Payload) > 0 {
+		var buf bytes.Buffer
+		if len(d.Event.Payload) <= maxPretty && json.Indent(&buf, d.Event.Payload, "", "  ") == nil {
+			d.Payload = buf.String()
+		} else {
+			d.Payload = string(d.Event.Payload)
+		}
+	}
+	d.ReplayKey, d.DiscardKey = formKey(), formKey()
+	return c.render(ec, http.StatusOK, "event", "Event "+d.Event.EventID, d)
+}
+
+func (c *Console) eventAction(ec echo.Context, action string, requireReason bool) error {
+	s := sessionIn(ec)
+	provider, id := ec.Param("provider"), ec.Param("event_id")
+	back := basePath + "/events/" + url.PathEscape(provider) + "/" + url.PathEscape(id)
+	reason := strings.TrimSpace(ec.FormValue("reason"))
+	key := ec.FormValue("idempotency_key")
+	switch {
+	case key == "":
+		return c.refuse(ec, http.StatusBadRequest, "This form has no Idempotency-Key: reload the page and try again.")
+	case requireReason && reason == "":
+		c.addFlash(s, "error", "A discard needs a reason: say why this event will never be processed.")
+		return ec.Redirect(http.StatusSeeOther, back)
+	}
+	ctx, cancel := actionContext(ec)
+	defer cancel()
+	a := c.call(ctx, s.token, http.MethodPost, apiPath("ops", "events", provider, id, action), nil, map[string]string{"reason": reason}, key)
+	switch {
+	case a.ok() && a.header.Get("Idempotent-Replayed") == "true":
+		c.addFlash(s, "info", fmt.Sprintf("This %s was already done (the same form sent twice): nothing more happened.", action))
+	case a.ok():
+		c.addFlash(s, "ok", map[string]string{"replay": "Replayed: the event is back in the queue for processing.",
+			"discard": "Discarded, with your reason in the audit log."}[action])
+	case a.status == http.StatusConflict:
+		c.addFlash(s, "info", "This "+action+" is already under way (the same form sent twice): "+a.problem())
+	default:
+		c.addFlash(s, "error", strings.ToUpper(action[:1])+action[1:]+" refused: "+a.problem())
+	}
+	return ec.Redirect(http.StatusSeeOther, back)
+}
+
+func (c *Console) replay(ec echo.Context) error  { return c.eventAction(ec, "replay", false) }
+func (c *Console) discard(ec echo.Context) error { return c.eventAction(ec, "discard", true) }
+
+type paymentData struct {
+	ID           string
+	Payment      *api.PaymentView
+	Transactions []api.TransactionView
+	Refunds      []api.RefundRequestView
+	Errors       []string
+}
+
+func (c *Console) payment(ec echo.Context) error {
+	id := strings.TrimSpace(ec.QueryParam("id"))
+	d := paymentData{ID: id}
+	if id == "" {
+		return c.render(ec, http.StatusOK, "payment", "Payment", d)
+	}
+	ctx, cancel := readContext(ec)
+	defer cancel()
+	tok := sessionIn(ec).token
+	a := c.call(ctx, tok, http.MethodGet, apiPath("payments", id), nil, nil, "")
+	if !a.ok() {
+		d.Errors = append(d.Errors, a.problem())
+		return c.render(ec, a.status, "payment", "Payment", d)
+	}
+	d.Payment = &api.PaymentView{}
+	if err := a.decode(d.Payment); err != nil {
+		return err
+	}
+	if l := c.call(ctx, tok, http.MethodGet, apiPath("payments", id, "ledger"), nil, nil, ""); l.ok() {
+		var v struct {
+			Transactions []api.TransactionView `json:"transactions"`
+		}
+		if err := l.decode(&v); err != nil {
+			return err
+		}
+		d.Transactions = v.Transactions
+	} else {
+		d.Errors = append(d.Errors, "Ledger: "+l.problem())
+	}
+	if r := c.call(ctx, tok, http.MethodGet, apiPath("payments", id, "refund-requests"), nil, nil, ""); r.ok() {
+		var v struct {
+			RefundRequests []api.RefundRequestView `json:"refund_requests"`
+		}
+		if err := r.decode(&v); err != nil {
+			return err
+		}
+		d.Refunds = v.RefundRequests
+	} else {
+		d.Errors = append(d.Errors, "Refund requests: "+r.problem())
+	}
+	return c.render(ec, http.StatusOK, "payment", "Payment "+id, d)
+}
+
+func (c *Console) audit(ec echo.Context) error {
+	q := url.Values{"limit": {"100"}}
+	if cur := ec.QueryParam("cursor"); cur != "" {
+		q.Set("cursor", cur)
+	}
+	ctx, cancel := readContext(ec)
+	defer cancel()
+	a := c.call(ctx, sessionIn(ec).token, http.MethodGet, "/v1/ops/audit", q, nil, "")
+	if !a.ok() {
+		return c.apiFailed(ec, "Audit log", a)
+	}
+	var page api.AuditPage
+	if err := a.decode(&page); err != nil {
+		return err
+	}
+	return c.render(ec, http.StatusOK, "audit", "Audit log", page)
+}
+
+type reconData struct {
+	Key   string
+	Today string
+	RunID string
+}
+
+func (c *Console) reconciliation(ec echo.Context) error {
+	if id := strings.TrimSpace(ec.QueryParam("run")); id != "" {
+		return ec.Redirect(http.StatusSeeOther, basePath+"/reconciliation/runs/"+url.PathEscape(id))
+	}
+	return c.render(ec, http.StatusOK, "reconciliation", "Reconciliation",
+		reconData{Key: formKey(), Today: time.Now().UTC().AddDate(0, 0, -1).Format("2006-01-02")})
+}
+
+func (c *Console) startRun(ec echo.Context) error {
+	s := sessionIn(ec)
+	key := ec.FormValue("idempotency_key")
+	if key == "" {
+		return c.refuse(ec, http.StatusBadRequest, "This form has no Idempotency-Key: reload the page and try again.")
+	}
+	ctx, cancel := actionContext(ec)
+	defer cancel()
+	a := c.call(ctx, s.token, http.MethodPost, "/v1/reconciliation/runs", nil, map[string]string{"date": strings.TrimSpace(ec.FormValue("date"))}, key)
+	if !a.ok() {
+		c.addFlash(s, "error", "Reconciliation run refused: "+a.problem())
+		return ec.Redirect(http.StatusSeeOther, basePath+"/reconciliation")
+	}
+	var run api.RunView
+	if err := a.decode(&run); err != nil {
+		return err
+	}
+	if a.header.Get("Idempotent-Replayed") == "true" {
+		c.addFlash(s, "info", "This run was already started by the same form: showing it.")
+	} else {
+		c.addFlash(s, "ok", fmt.Sprintf("Reconciliation run %d for %s started.", run.ID, run.Date))
+	}
+	return ec.Redirect(http.StatusSeeOther, fmt.Sprintf("%s/reconciliation/runs/%d", basePath, run.ID))
+}
+
+type runData struct {
+	Run      api.RunReportView
+	Status   string
+	Items    []api.ItemView
+	Statuses []string
+}
+
+func (c *Console) run(ec echo.Context) error {
+	ctx, cancel := readContext(ec)
+	defer cancel()
+	a := c.call(ctx, sessionIn(ec).token, http.MethodGet, apiPath("reconciliation", "runs", ec.Param("id")), nil, nil, "")
+	if !a.ok() {
+		return c.apiFailed(ec, "Reconciliation run", a)
+	}
+	d := runData{Status: ec.QueryParam("status")}
+	if err := a.decode(&d.Run); err != nil {
+		return err
+	}
+	for st := range d.Run.Summary {
+		d.Statuses = append(d.Statuses, string(st))
+	}
+	slices.Sort(d.Statuses)
+	for _, it := range d.Run.Items {
+		if d.Status == "" || string(it.Status) == d.Status {
+			d.Items = append(d.Items, it)
+		}
+	}
+	return c.render(ec, http.StatusOK, "run", fmt.Sprintf("Reconciliation run %d", d.Run.ID), d)
+}
+
+// runCSV hands the API's CSV through with the session's token: the browser
+// never holds a token to fetch it itself.
+func (c *Console) runCSV(ec echo.Context) error {
+	ctx, cancel := readContext(ec)
+	defer cancel()
+	a := c.call(ctx, sessionIn(ec).token, http.MethodGet, apiPath("reconciliation", "runs", ec.Param("id"), "items.csv"), nil, nil, "")
+	if !a.ok() {
+		return c.apiFailed(ec, "Reconciliation run", a)
+	}
+	if cd := a.header.Get("Content-Disposition"); cd != "" {
+		ec.Response().Header().Set("Content-Disposition", cd)
+	}
+	return ec.Blob(http.StatusOK, a.header.Get(echo.HeaderContentType), a.body)
+}
+
+func (c *Console) books(ec echo.Context) error {
+	ctx, cancel := readContext(ec)
+	defer cancel()
+	a := c.call(ctx, sessionIn(ec).token, http.MethodGet, "/v1/ledger/trial-balance", nil, nil, "")
+	if !a.ok() {
+		return c.apiFailed(ec, "Books", a)
+	}
+	var tb api.TrialBalanceView
+	if err := a.decode(&tb); err != nil {
+		return err
+	}
+	return c.render(ec, http.StatusOK, "books", "Books", tb)
+}

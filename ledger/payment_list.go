@@ -1,0 +1,100 @@
+package ledger
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paygate/paygate/statemachine"
+)
+
+// ErrBadCursor is returned for a cursor this package did not hand out.
+var ErrBadCursor = errors.New("invalid cursor")
+
+// PaymentFilter selects payments. Zero fields select everything.
+type PaymentFilter struct {
+	Status   statemachine.State
+	Currency string
+}
+
+// DefaultPaymentLimit and MaxPaymentLimit bound a page of ListPayments.
+const (
+	DefaultPaymentLimit = 50
+	MaxPaymentLimit     = 500
+)
+
+// The payment cursor is the (created_at, id) of the last payment of a page.
+// created_at, not updated_at: a payment changes while a client pages, and a
+// key that moves would skip it or show it twice.
+func paymentCursor(p Payment) string {
+	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "p1:%d:%s", p.CreatedAt.UnixMicro(), p.ID))
+}
+
+func parsePaymentCursor(s string) (time.Time, string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return time.Time{}, "", ErrBadCursor
+	}
+	parts := strings.SplitN(string(raw), ":", 3)
+	if len(parts) != 3 || parts[0] != "p1" || parts[2] == "" {
+		return time.Time{}, "", ErrBadCursor
+	}
+	micros, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil {
+		return time.Time{}, "", ErrBadCursor
+	}
+	return time.UnixMicro(micros), parts[2], nil
+}
+
+// ListPayments returns the payments f selects, newest first (by when paygate
+// first saw them), limit at a time (DefaultPaymentLimit when zero, at most
+// MaxPaymentLimit) after cursor (the first page when empty). next is the
+// cursor of the following page, empty at the end.
+//
+// It fails with ErrBadCursor.
+func ListPayments(ctx context.Context, q Querier, f PaymentFilter, cursor string, limit int) (payments []Payment, next string, err error) {
+	conds, args := []string{"true"}, []any{}
+	if f.Status != "" {
+		args = append(args, string(f.Status))
+		conds = append(conds, fmt.Sprintf("status = $%d", len(args)))
+	}
+	if f.Currency != "" {
+		args = append(args, f.Currency)
+		conds = append(conds, fmt.Sprintf("currency = $%d", len(args)))
+	}
+	if cursor != "" {
+		at, id, err := parsePaymentCursor(cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		args = append(args, at, id)
+		conds = append(conds, fmt.Sprintf("(created_at, id) < ($%d, $%d)", len(args)-1, len(args)))
+	}
+	switch {
+	case limit <= 0:
+		limit = DefaultPaymentLimit
+	case limit > MaxPaymentLimit:
+		limit = MaxPaymentLimit
+	}
+	args = append(args, limit+1)
+	rows, err := q.Query(ctx, `SELECT `+paymentColumns+` FROM payments WHERE `+strings.Join(conds, " AND ")+
+		fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args)), args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list payments: %w", err)
+	}
+	payments, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Payment, error) { return scanPayment(row) })
+	if err != nil {
+		return nil, "", fmt.Errorf("list payments: %w", err)
+	}
+	if len(payments) > limit {
+		payments = payments[:limit]
+		next = paymentCursor(payments[limit-1])
+	}
+	return payments, next, nil
+}
