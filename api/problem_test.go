@@ -64,6 +64,7 @@ var problemCases = []problemCase{
 	{ledger.ErrPaymentNotFound, 404, "http-api", "Not found", ""},
 	{ledger.ErrNotFound, 404, "http-api", "Not found", ""},
 	{reconcile.ErrRunNotFound, 404, "reconciliation", "Not found", ""},
+	{reconcile.ErrUnavailable, 503, "reconciliation", "Reconciliation not available", ""},
 	{refund.ErrPaymentNotFound, 404, "refunds", "Payment not found", ""},
 	{refund.ErrRequestNotFound, 404, "refunds", "Refund request not found", ""},
 	{refund.ErrExceedsRefundable, 422, "refund-exceeds-refundable", "Refund exceeds refundable amount", ""},

@@ -76,8 +76,10 @@ const (
 )
 
 type session struct {
-	token   string
-	name    string
+	token string
+	name  string
+	// ops: the API lets the token read the ops routes; finance: the
+	// reconciliation routes (finance's alone in the API today).
 	ops     bool
 	finance bool
 	expires time.Time
@@ -187,11 +189,14 @@ func (c *Console) sameOrigin(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// roleCheck decides whether a session may open a page. The roles are what
+// the API answered at sign-in, not a copy of its rules: a page shows only
+// where the API would answer.
 type roleCheck func(*session) bool
 
 func anyRole(s *session) bool     { return s.ops || s.finance }
 func opsRole(s *session) bool     { return s.ops }
-func financeRole(s *session) bool { return s.finance || s.ops }
+func financeRole(s *session) bool { return s.finance }
 
 const sessionKey = "console.session"
 
@@ -348,6 +353,9 @@ func readContext(ec echo.Context) (context.Context, context.CancelFunc) {
 
 // Ops reports whether the session may use the ops pages.
 func (s *session) Ops() bool { return s.ops }
+
+// Finance reports whether the session may use the reconciliation pages.
+func (s *session) Finance() bool { return s.finance }
 
 // Roles names the session's roles for the header.
 func (s *session) Roles() string {

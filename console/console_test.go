@@ -3,7 +3,6 @@ package console_test
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,15 +13,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/api"
@@ -30,6 +32,7 @@ import (
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/internal/testdb"
 	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/reconcile"
 )
 
@@ -39,10 +42,11 @@ const (
 )
 
 type testBundle struct {
-	pool *pgxpool.Pool
-	jobs *jobs.Client
-	echo *echo.Echo
-	srv  *httptest.Server
+	pool      *pgxpool.Pool
+	jobs      *jobs.Client
+	echo      *echo.Echo
+	srv       *httptest.Server
+	reconcile *jobs.ReconcileWorker
 	// replayPosts counts the console's replay form submissions that reached
 	// the server.
 	replayPosts atomic.Int32
@@ -55,14 +59,23 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	pool := testdb.New(t)
-	jc, err := jobs.NewClient(pool, jobs.Config{InsertOnly: true})
+	// Reconciliation runs with the provider a server without
+	// PAYGATE_STRIPE_API_KEY has; the worker is registered so that River
+	// accepts its jobs, and run by hand where a test wants the outcome.
+	worker := jobs.NewReconcileWorker(reconcile.New(reconcile.Config{
+		Pool: pool, Provider: reconcile.Unavailable(stripe.ErrNoAPIKey), RecoveryWait: -1,
+	}), nil)
+	jc, err := jobs.NewClient(pool, jobs.Config{InsertOnly: true, Register: func(w *river.Workers) []*river.PeriodicJob {
+		river.AddWorker(w, worker)
+		return nil
+	}})
 	require.NoError(t, err)
 	ops, finance := []string{"alice:" + opsTok}, []string{financeTok}
 	e, _ := api.NewEcho(api.Config{Pool: pool, Jobs: jc, OpsTokens: ops, FinanceTokens: finance})
 	con, err := console.New(console.Config{API: e, OpsTokens: ops, FinanceTokens: finance})
 	require.NoError(t, err)
 	con.Register(e)
-	b := &testBundle{pool: pool, jobs: jc, echo: e}
+	b := &testBundle{pool: pool, jobs: jc, echo: e, reconcile: worker}
 	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/replay") && strings.HasPrefix(r.URL.Path, "/console/events/") {
 			b.replayPosts.Add(1)
@@ -131,9 +144,9 @@ func moduleRoot(t *testing.T) string {
 	}
 }
 
-// browser starts Debian's Chromium headless. A failed test leaves a
+// startBrowser starts Debian's Chromium headless. A failed test leaves a
 // screenshot of the page it was on under tmp/ at the module root.
-func browser(t *testing.T) context.Context {
+func startBrowser(t *testing.T) context.Context {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
@@ -212,7 +225,7 @@ func TestOpsInBrowser(t *testing.T) {
 	b.seed(t, "evt_discard_me", "charge.succeeded", `unknown currency "zzz"`)
 	b.seed(t, "evt_replay_me", "charge.succeeded", "ledger: unbalanced")
 	b.seed(t, "evt_bulk_1", "charge.refunded", "refund before charge")
-	ctx := browser(t)
+	ctx := startBrowser(t)
 	signIn(t, ctx, b.srv.URL, opsTok)
 	require.Contains(t, textOf(t, ctx, "header.top"), "alice")
 
@@ -288,7 +301,7 @@ func TestFinanceInBrowser(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.seed(t, "evt_secret", "charge.succeeded", "boom")
-	ctx := browser(t)
+	ctx := startBrowser(t)
 	signIn(t, ctx, b.srv.URL, financeTok)
 
 	nav := textOf(t, ctx, "nav.main")
@@ -308,32 +321,29 @@ func TestFinanceInBrowser(t *testing.T) {
 	require.Equal(t, "running", textOf(t, ctx, "#run-status"), "no worker runs in this test: the run waits")
 	require.Contains(t, textOf(t, ctx, "h1"), "2024-06-01")
 
-	type download struct {
-		Status      int    `json:"status"`
-		Disposition string `json:"disposition"`
-		Body        string `json:"body"`
-	}
-	csv := eval[download](t, ctx, `(async () => {
-		const r = await fetch(document.querySelector('#csv').href);
-		return {status: r.status, disposition: r.headers.get('Content-Disposition') || '', body: await r.text()};
-	})()`, chromedp.EvalAwaitPromise)
-	require.Equal(t, http.StatusOK, csv.Status)
-	require.Contains(t, csv.Disposition, "attachment")
-	require.Equal(t, strings.Join(reconcile.CSVHeader, ",")+"\n", csv.Body)
-
-	// Without a provider API key the run fails, as the worker would record
-	// it; the run page makes that stand out.
-	runID := regexp.MustCompile(`/runs/(\d+)/`).FindStringSubmatch(csvHref(t, ctx))[1]
-	runner := reconcile.New(reconcile.Config{Pool: b.pool, Provider: reconcile.Unavailable(errors.New("PAYGATE_STRIPE_API_KEY is not set"))})
-	var id int64
-	_, err := fmt.Sscan(runID, &id)
+	// The download goes through the console with the session's token; the
+	// file keeps the name the API gives it.
+	downloads := t.TempDir()
+	_, err := chromedp.CallBrowser(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
+		Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: downloads})
 	require.NoError(t, err)
-	if _, err := runner.Perform(context.Background(), id); err != nil {
-		require.NoError(t, runner.Fail(context.Background(), id, err))
-	}
+	id, err := strconv.ParseInt(regexp.MustCompile(`/runs/(\d+)/`).FindStringSubmatch(csvHref(t, ctx))[1], 10, 64)
+	require.NoError(t, err)
+	run(t, ctx, chromedp.Click(chromedp.CSS("#csv")))
+	file := filepath.Join(downloads, fmt.Sprintf("reconciliation-2024-06-01-run-%d.csv", id))
+	require.Eventually(t, func() bool { _, err := os.Stat(file); return err == nil }, 10*time.Second, 50*time.Millisecond,
+		"the CSV is downloaded as %s", file)
+	csv, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, strings.Join(reconcile.CSVHeader, ",")+"\n", string(csv), "a run without items: the header row")
+
+	// Without a provider API key the worker fails the run; the run page
+	// makes that stand out.
+	err = b.reconcile.Work(context.Background(), &river.Job[jobs.ReconcileArgs]{Args: jobs.ReconcileArgs{RunID: id}})
+	require.ErrorIs(t, err, stripe.ErrNoAPIKey)
 	run(t, ctx, chromedp.Reload())
 	require.Equal(t, "failed", textOf(t, ctx, "#run-status"))
-	require.Contains(t, textOf(t, ctx, "#run-error"), "PAYGATE_STRIPE_API_KEY")
+	require.NotEmpty(t, textOf(t, ctx, "#run-error"))
 }
 
 func csvHref(t *testing.T, ctx context.Context) string {

@@ -416,6 +416,10 @@ func TestEmailRendering(t *testing.T) {
 			Reason: "fraudulent <script>", Provider: "stripe", EventID: "evt_d", EventType: "charge.dispute.created"},
 		{Kind: jobs.EmailPoisonAlert, ObjectID: "stripe/evt_p", Recipient: "ops@example.com",
 			Reason: "currency differs from the charge", Provider: "stripe", EventID: "evt_p", EventType: "charge.refunded"},
+		{Kind: jobs.EmailReconciliationAlert, ObjectID: "41", Recipient: "finance@example.com",
+			Reason: "provider API: <timeout>", Date: "2025-03-14", RunStatus: "failed"},
+		{Kind: jobs.EmailReconciliationAlert, ObjectID: "42", Recipient: "finance@example.com",
+			Reason: "amount_mismatch: 1, missing_in_ledger: 2", Date: "2025-03-14", RunStatus: "completed"},
 	}
 	for _, e := range emails {
 		require.True(t, b.enqueue(t, e))
@@ -443,6 +447,12 @@ func TestEmailRendering(t *testing.T) {
 			[]string{"Reason:    fraudulent <script>", "stripe evt_d (charge.dispute.created)"}, []string{"fraudulent &lt;script&gt;"}},
 		{"poison_alert.stripe/evt_p@paygate", "[paygate] Event evt_p is poison (charge.refunded)",
 			[]string{"Error:     currency differs from the charge", "POST /v1/ops/events/stripe/evt_p/replay"}, []string{"evt_p"}},
+		{"reconciliation_alert.41@paygate", "[paygate] Reconciliation of 2025-03-14 failed (run 41)",
+			[]string{"Error:     provider API: <timeout>", "GET  /v1/reconciliation/runs/41", `{"date": "2025-03-14"}`},
+			[]string{"provider API: &lt;timeout&gt;"}},
+		{"reconciliation_alert.42@paygate", "[paygate] Reconciliation of 2025-03-14 has exceptions (run 42)",
+			[]string{"Items:     amount_mismatch: 1, missing_in_ledger: 2", "/v1/reconciliation/runs/42/items.csv"},
+			[]string{"amount_mismatch: 1, missing_in_ledger: 2"}},
 	} {
 		d, ok := byID[c.messageID]
 		require.True(t, ok, "no message with Message-ID %s", c.messageID)

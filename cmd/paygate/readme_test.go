@@ -48,7 +48,9 @@ func readmeBlock(t *testing.T, marker string) string {
 // TestReadmeQuickstarts runs the README's quickstart examples as written,
 // against the real binary configured as `make run` configures it (with
 // stripe-mock standing in for Stripe's API, as make run's does): only the
-// address and the binary's path are put in for the test's own.
+// address and the binary's path are put in for the test's own, and the
+// examples' one-second wait for the worker is made three, for a loaded
+// test machine.
 func TestReadmeQuickstarts(t *testing.T) {
 	t.Parallel()
 	_, dbURL := testdb.NewWithURL(t)
@@ -63,6 +65,7 @@ func TestReadmeQuickstarts(t *testing.T) {
 		script := readmeBlock(t, marker)
 		script = strings.ReplaceAll(script, "127.0.0.1:8080", srv.addr)
 		script = strings.ReplaceAll(script, "bin/paygate ", paygateBinary(t)+" ")
+		script = strings.ReplaceAll(script, "\nsleep 1", "\nsleep 3")
 		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
 		out, err := cmd.CombinedOutput()
