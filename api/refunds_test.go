@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -178,5 +180,43 @@ func TestConcurrentRefundRequests(t *testing.T) {
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM refund_requests`), "one request for one key: %v", codes)
 	for _, c := range codes {
 		require.Contains(t, []int{http.StatusAccepted, http.StatusConflict}, c)
+	}
+}
+
+// TestRefundAnswersMatchTheDocument: what the refund routes answer fits
+// the schemas api/openapi.json gives them.
+func TestRefundAnswersMatchTheDocument(t *testing.T) {
+	t.Parallel()
+	b := setupRefunds(t, true)
+	var whole map[string]any
+	require.NoError(t, json.Unmarshal(api.OpenAPI, &whole))
+	sc := schemaChecker{t: t, whole: whole}
+	created := b.do(t, http.MethodPost, "/v1/payments/pi_rf/refunds", opsTok, "doc-rf", `{"amount":"1.00"}`)
+	require.Equal(t, http.StatusAccepted, created.Code, created.Body.String())
+	var r api.RefundRequestView
+	require.NoError(t, json.Unmarshal(created.Body.Bytes(), &r))
+	for _, c := range []struct {
+		method, docPath string
+		rec             *httptest.ResponseRecorder
+		status          int
+	}{
+		{http.MethodPost, "/v1/payments/{payment_id}/refunds", created, 202},
+		{http.MethodPost, "/v1/payments/{payment_id}/refunds", b.do(t, http.MethodPost, "/v1/payments/pi_rf/refunds", opsTok, "doc-rf-big", `{"amount":"1000.00"}`), 422},
+		{http.MethodGet, "/v1/refund-requests/{id}", b.do(t, http.MethodGet, "/v1/refund-requests/"+r.ID, financeTok, "", ""), 200},
+		{http.MethodGet, "/v1/payments/{payment_id}/refund-requests", b.do(t, http.MethodGet, "/v1/payments/pi_rf/refund-requests", opsTok, "", ""), 200},
+		{http.MethodGet, "/v1/refund-requests/{id}", b.do(t, http.MethodGet, "/v1/refund-requests/rr_none", opsTok, "", ""), 404},
+	} {
+		where := fmt.Sprintf("%s %s → %d", c.method, c.docPath, c.status)
+		require.Equal(t, c.status, c.rec.Code, "%s: %s", where, c.rec.Body.String())
+		op := whole["paths"].(map[string]any)[c.docPath].(map[string]any)[strings.ToLower(c.method)].(map[string]any)
+		resp, ok := op["responses"].(map[string]any)[fmt.Sprint(c.status)].(map[string]any)
+		require.True(t, ok, "%s: status documented", where)
+		resp = sc.resolve(resp)
+		ct := strings.Split(c.rec.Header().Get("Content-Type"), ";")[0]
+		media, ok := resp["content"].(map[string]any)[ct].(map[string]any)
+		require.True(t, ok, "%s: content type %s documented", where, ct)
+		var v any
+		require.NoError(t, json.Unmarshal(c.rec.Body.Bytes(), &v))
+		sc.check(where, media["schema"].(map[string]any), v)
 	}
 }
