@@ -111,30 +111,46 @@ func TestEventListFiltersAndPages(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, b.do(t, http.MethodGet, "/v1/events", "", "", "").Code)
 }
 
-// TestEventsOfAPaymentAreFoundByIndex: the payment_id filter reads each
-// table by an index, never a scan of the event tables.
-func TestEventsOfAPaymentAreFoundByIndex(t *testing.T) {
-	t.Parallel()
-	b := setupOps(t)
+// explain is the plan of sql with sequential scans and sorts priced out, so
+// that a plan still holding either has no index to use instead.
+func (b *opsBundle) explain(t *testing.T, sql string) string {
+	t.Helper()
 	ctx := context.Background()
 	conn, err := b.pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
 	_, err = conn.Exec(ctx, `SET enable_seqscan = off`)
 	require.NoError(t, err)
-	var plan string
-	rows, err := conn.Query(ctx, `EXPLAIN SELECT p.provider, coalesce(array(
-			SELECT event_id FROM payment_facts WHERE payment_id = p.id
-			UNION SELECT event_id FROM ledger_transactions WHERE payment_id = p.id AND event_id IS NOT NULL
-			UNION SELECT event_id FROM payment_history WHERE payment_id = p.id), '{}')
-		FROM payments p WHERE p.id = 'pi_x'`)
+	_, err = conn.Exec(ctx, `SET enable_sort = off`)
 	require.NoError(t, err)
+	rows, err := conn.Query(ctx, `EXPLAIN `+sql)
+	require.NoError(t, err)
+	var plan string
 	for rows.Next() {
 		var line string
 		require.NoError(t, rows.Scan(&line))
 		plan += line + "\n"
 	}
 	require.NoError(t, rows.Err())
+	return plan
+}
+
+// TestEventListIsIndexed: every event newest first is read in index order,
+// and the payment_id filter reads each table by an index, never a scan.
+func TestEventListIsIndexed(t *testing.T) {
+	t.Parallel()
+	b := setupOps(t)
+	plan := b.explain(t, `SELECT id FROM inbox_events WHERE (received_at, id) < (now(), 1)
+		ORDER BY received_at DESC, id DESC LIMIT 51`)
+	require.NotContains(t, plan, "Seq Scan", plan)
+	require.NotContains(t, plan, "Sort", plan)
+	plan = b.explain(t, `SELECT p.provider, coalesce(array(
+			SELECT event_id FROM payment_facts WHERE payment_id = p.id
+			UNION SELECT event_id FROM ledger_transactions WHERE payment_id = p.id AND event_id IS NOT NULL
+			UNION SELECT event_id FROM payment_history WHERE payment_id = p.id), '{}')
+		FROM payments p WHERE p.id = 'pi_x'`)
+	require.NotContains(t, plan, "Seq Scan", plan)
+	plan = b.explain(t, `SELECT id FROM inbox_events WHERE provider = 'stripe' AND event_id = ANY('{evt_1,evt_2}'::text[])`)
 	require.NotContains(t, plan, "Seq Scan", plan)
 }
 
@@ -240,25 +256,9 @@ func TestPaymentListFiltersAndPagesNewestFirst(t *testing.T) {
 func TestPaymentListIsIndexed(t *testing.T) {
 	t.Parallel()
 	b := setupOps(t)
-	ctx := context.Background()
-	conn, err := b.pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	_, err = conn.Exec(ctx, `SET enable_seqscan = off`)
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, `SET enable_sort = off`)
-	require.NoError(t, err)
 	for _, where := range []string{"true", "status = 'succeeded'", "currency = 'usd'"} {
-		var plan string
-		rows, err := conn.Query(ctx, `EXPLAIN SELECT id FROM payments WHERE `+where+
+		plan := b.explain(t, `SELECT id FROM payments WHERE `+where+
 			` AND (created_at, id) < (now(), 'x') ORDER BY created_at DESC, id DESC LIMIT 51`)
-		require.NoError(t, err)
-		for rows.Next() {
-			var line string
-			require.NoError(t, rows.Scan(&line))
-			plan += line + "\n"
-		}
-		require.NoError(t, rows.Err())
 		require.NotContains(t, plan, "Seq Scan", plan)
 		require.NotContains(t, plan, "Sort", plan)
 	}

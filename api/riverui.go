@@ -1,15 +1,22 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"path"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 	"riverqueue.com/riverui"
+
+	"github.com/paygate/paygate/jobs"
 )
 
 // riverUIPrefix is where River's UI is mounted.
@@ -40,7 +47,80 @@ func (s *Server) mountRiverUI(e *echo.Echo) {
 	}
 	wrapped := echo.WrapHandler(h)
 	e.Any(riverUIPrefix, wrapped, s.opsBrowserAuth)
-	e.Any(riverUIPrefix+"/*", wrapped, s.opsBrowserAuth)
+	e.Any(riverUIPrefix+"/*", wrapped, s.opsBrowserAuth, s.processingReadOnly)
+}
+
+// riverUIJobActions are River UI's API calls that change jobs by id.
+var riverUIJobActions = map[string]bool{
+	riverUIPrefix + "/api/jobs/cancel": true,
+	riverUIPrefix + "/api/jobs/delete": true,
+	riverUIPrefix + "/api/jobs/retry":  true,
+}
+
+// maxRiverUIActionBody bounds a River UI job action's body: River UI takes
+// at most 1000 ids.
+const maxRiverUIActionBody = 64 << 10
+
+// errProcessingReadOnly is what River UI answers for a change to a
+// process_event job.
+var errProcessingReadOnly = withDetail(ErrForbidden,
+	"process_event jobs are read-only in River UI: a retry, cancel or delete there would change the job without its "+
+		"inbox event and without an audit entry. Use POST /v1/ops/events/{provider}/{event_id}/replay, "+
+		"POST /v1/ops/events/{provider}/{event_id}/discard or POST /v1/ops/replay instead")
+
+// processingReadOnly refuses River UI's cancel, delete and retry when any
+// job they name is a process_event job; jobs of other kinds pass. The ids
+// are read as River UI reads them (strings or numbers under "ids"); a body
+// that cannot be read so is refused rather than passed on unchecked.
+func (s *Server) processingReadOnly(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if !riverUIJobActions[strings.TrimSuffix(path.Clean(req.URL.Path), "/")] {
+			return next(c)
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, maxRiverUIActionBody))
+		if err != nil {
+			return badRequest("the body is larger than %d bytes", maxRiverUIActionBody)
+		}
+		var action struct {
+			IDs []riverJobID `json:"ids"`
+		}
+		if err := json.Unmarshal(body, &action); err != nil {
+			return badRequest(`the body must be {"ids": [job ids]}`)
+		}
+		ids := make([]int64, len(action.IDs))
+		for i, id := range action.IDs {
+			ids[i] = int64(id)
+		}
+		if len(ids) > 0 {
+			found, err := jobs.ProcessEventJobs(req.Context(), s.config.Pool, ids)
+			if err != nil {
+				return err
+			}
+			if len(found) > 0 {
+				return errProcessingReadOnly
+			}
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		return next(c)
+	}
+}
+
+// riverJobID is a job id as River UI's API takes it: a JSON string of
+// digits, or a number.
+type riverJobID int64
+
+func (id *riverJobID) UnmarshalJSON(data []byte) error {
+	s := string(data)
+	if len(s) > 1 && s[0] == '"' {
+		s = s[1 : len(s)-1]
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("job id %s: %w", data, err)
+	}
+	*id = riverJobID(n)
+	return nil
 }
 
 // Start starts the background services of what NewEcho mounted (River UI's

@@ -3,15 +3,19 @@ package api_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/jobs"
 )
 
 func TestRiverUIIsBehindTheOpsToken(t *testing.T) {
@@ -27,7 +31,7 @@ func TestRiverUIIsBehindTheOpsToken(t *testing.T) {
 		t.Helper()
 		var body *strings.Reader
 		if method == http.MethodPost {
-			body = strings.NewReader(`{"ids":["1"]}`)
+			body = strings.NewReader(`{"ids":["999999"]}`) // no job: the request reaches River UI
 		} else {
 			body = strings.NewReader("")
 		}
@@ -94,4 +98,70 @@ func TestRiverUIIsBehindTheOpsToken(t *testing.T) {
 	rec = call(http.MethodPost, "/riverui/api/jobs/cancel", "Bearer "+opsTok, "Origin", "http://example.com", echo.HeaderContentType, "application/json")
 	require.NotEqual(t, http.StatusUnauthorized, rec.Code)
 	require.NotEqual(t, http.StatusForbidden, rec.Code, "same origin: %s", rec.Body.String())
+}
+
+// TestRiverUIKeepsProcessingReadOnly: River UI may not retry, cancel or
+// delete process_event jobs (replay and discard are the audited way);
+// jobs of other kinds it changes as before.
+func TestRiverUIKeepsProcessingReadOnly(t *testing.T) {
+	t.Parallel()
+	b := setupOps(t, func(c *api.Config) { c.RiverUI = true })
+	require.NoError(t, b.server.Start(t.Context()))
+	ctx := t.Context()
+	b.seed(t, "evt_ro", seedOpts{})
+	var eventJob int64
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT id FROM river_job WHERE kind = 'process_event' AND args->>'event_id' = 'evt_ro'`).Scan(&eventJob))
+	// A job of another kind, as River would store it; the insert-only
+	// client here refuses kinds it has no worker for.
+	var otherID int64
+	require.NoError(t, b.pool.QueryRow(ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, priority, scheduled_at)
+		VALUES ($1, '{"date":"2025-03-14"}', $2, 'available', 5, 1, now()) RETURNING id`,
+		jobs.ReconcileArgs{}.Kind(), jobs.QueueMaintenance).Scan(&otherID))
+
+	post := func(action, body string) *httptest.ResponseRecorder {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodPost, "/riverui/api/jobs/"+action, strings.NewReader(body))
+		req.Header.Set(echo.HeaderAuthorization, "Bearer "+opsTok)
+		req.Header.Set(echo.HeaderContentType, "application/json")
+		rec := httptest.NewRecorder()
+		b.echo.ServeHTTP(rec, req)
+		return rec
+	}
+	jobState := func(id int64) string {
+		var state string
+		err := b.pool.QueryRow(ctx, `SELECT state::text FROM river_job WHERE id = $1`, id).Scan(&state)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "deleted"
+		}
+		require.NoError(t, err)
+		return state
+	}
+
+	for _, action := range []string{"retry", "cancel", "delete"} {
+		for _, body := range []string{
+			fmt.Sprintf(`{"ids":["%d"]}`, eventJob),
+			fmt.Sprintf(`{"ids":[%d]}`, eventJob),
+			fmt.Sprintf(`{"ids":["%d","%d"]}`, otherID, eventJob),
+		} {
+			rec := post(action, body)
+			require.Equal(t, http.StatusForbidden, rec.Code, "%s %s: %s", action, body, rec.Body.String())
+			require.Equal(t, "application/problem+json", rec.Header().Get(echo.HeaderContentType))
+			var p api.Problem
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &p))
+			require.Contains(t, p.Detail, "/v1/ops/events/{provider}/{event_id}/replay")
+			require.Contains(t, p.Detail, "/discard")
+		}
+		rec := post(action+"/", fmt.Sprintf(`{"ids":["%d"]}`, eventJob))
+		require.NotEqual(t, http.StatusOK, rec.Code, "a trailing slash is the same action")
+		require.Equal(t, http.StatusBadRequest, post(action, `{"ids":"all"}`).Code, "an unreadable body is not passed on")
+	}
+	require.Equal(t, "available", jobState(eventJob), "the event's job is untouched")
+	require.Equal(t, "available", jobState(otherID), "a refused batch changes nothing")
+
+	rec := post("cancel", fmt.Sprintf(`{"ids":["%d"]}`, otherID))
+	require.Equal(t, http.StatusOK, rec.Code, "other kinds are unaffected: %s", rec.Body.String())
+	require.Equal(t, "cancelled", jobState(otherID))
+	rec = post("delete", fmt.Sprintf(`{"ids":["%d"]}`, otherID))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Equal(t, "deleted", jobState(otherID))
 }

@@ -261,7 +261,9 @@ func complete(ctx context.Context, pool *pgxpool.Pool, runID int64, items []Item
 	})
 }
 
-func utcDay(t time.Time) time.Time { return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC) }
+func utcDay(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}
 
 // fail marks a running run failed with the reason, and alerts in the same
 // transaction. A run already finished is left as it is, and not alerted on

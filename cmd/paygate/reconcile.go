@@ -56,7 +56,10 @@ func cmdReconcile(ctx context.Context, cfg config, logger *slog.Logger, args []s
 	// Recovered events are committed with their jobs like webhooks; this
 	// process works the events queue while it runs, so that their postings
 	// count in this run even when no server is up.
-	inserter, err := jobs.NewClient(pool, jobs.Config{Logger: logger, ProcessMaxAttempts: cfg.ProcessMaxAttempts, InsertOnly: true})
+	// It also enqueues the finance alert of a run that needs one, for the
+	// server's email workers to send.
+	inserter, err := jobs.NewClient(pool, jobs.Config{Logger: logger, ProcessMaxAttempts: cfg.ProcessMaxAttempts, InsertOnly: true,
+		Email: jobs.EmailConfig{OpsEmail: cfg.OpsEmail, FinanceEmail: cfg.FinanceEmail}})
 	if err != nil {
 		return err
 	}
@@ -75,6 +78,7 @@ func cmdReconcile(ctx context.Context, cfg config, logger *slog.Logger, args []s
 		Ingester: stripeIngester(pool, func() webhook.Enqueuer { return inserter }),
 		Logger:   logger,
 		Progress: func(msg string) { fmt.Fprintln(progressOut, msg) },
+		Alert:    inserter.EnqueueReconciliationAlertTx,
 	})
 	run, runErr := runner.RunDay(ctx, day, reconcile.TriggerCLI, "cli")
 	if run.ID != 0 {

@@ -42,7 +42,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	jobClient, err = jobs.NewClient(pool, jobs.Config{
 		Logger:             logger,
 		ProcessMaxAttempts: cfg.ProcessMaxAttempts,
-		Email:              jobs.EmailConfig{SMTPURL: cfg.SMTPURL, From: cfg.EmailFrom, OpsEmail: cfg.OpsEmail},
+		Email:              jobs.EmailConfig{SMTPURL: cfg.SMTPURL, From: cfg.EmailFrom, OpsEmail: cfg.OpsEmail, FinanceEmail: cfg.FinanceEmail},
 		Register:           reconcileHook,
 		Refunders:          refunders(cfg, logger),
 		RefundCallTimeout:  cfg.RefundTimeout,
@@ -64,6 +64,8 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		Logger:        logger,
 		Registry:      registry,
 		RiverUI:       true,
+		// A run the server cannot perform is refused when asked for.
+		ReconcileUnavailable: reconcileUnavailable(cfg),
 	})
 	ingester, closeIngester := newIngester(pool, jobClient, logger, registry)
 	defer closeIngester() // after the HTTP server's shutdown: in-flight batches commit first
