@@ -12,12 +12,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paygate/paygate/migrations"
+	"github.com/paygate/paygate/provider/stripe"
 )
 
 const usage = `paygate: payment-webhook gateway with an append-only ledger
@@ -30,6 +32,7 @@ usage:
                                        review the poison queue from the box
   paygate refund PAYMENT_ID [--amount A] [--reason R] [--note N]
                                        refund a payment, and follow the request
+  paygate stripe-events                the Stripe event types to subscribe an endpoint to
 
 Configuration is read from the environment; see the README.
 `
@@ -73,6 +76,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdPoison(ctx, cfg, logger, args[1:], stdout)
 	case "refund":
 		return cmdRefund(ctx, cfg, logger, args[1:], stdout)
+	case "stripe-events":
+		// The types the Stripe mapping uses, comma-separated, as `stripe
+		// listen --events` and the Dashboard's endpoint form take them.
+		fmt.Fprintln(stdout, strings.Join(stripe.EventTypes, ","))
+		return nil
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

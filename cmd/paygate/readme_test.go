@@ -66,6 +66,7 @@ func TestReadmeQuickstarts(t *testing.T) {
 		script = strings.ReplaceAll(script, "127.0.0.1:8080", srv.addr)
 		script = strings.ReplaceAll(script, "bin/paygate ", paygateBinary(t)+" ")
 		script = strings.ReplaceAll(script, "\nsleep 1", "\nsleep 3")
+		script = strings.ReplaceAll(script, "http://127.0.0.1:12111", mock) // make run's stripe-mock
 		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
 		out, err := cmd.CombinedOutput()
@@ -93,4 +94,9 @@ func TestReadmeQuickstarts(t *testing.T) {
 	require.Contains(t, out, `"amount": "25.00"`)
 	require.Regexp(t, `refund request rr_[0-9a-f]{24}: 5\.00 usd of payment pi_test_1`, out)
 	require.Contains(t, out, "submitted", "the CLI follows the request to stripe-mock")
+
+	out = run("reconciliation/runs?date=2026-11-28&limit=1")
+	require.Contains(t, out, `"date": "2026-11-28"`)
+	require.Contains(t, out, "provider_txn_id", "the CSV's header")
+	require.NotContains(t, out, `"status": 404`)
 }

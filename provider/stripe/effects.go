@@ -14,6 +14,19 @@ import (
 	"github.com/paygate/paygate/strictjson"
 )
 
+// EventTypes are the Stripe event types Effects maps, in the order of its
+// switch: the ones a webhook endpoint must be subscribed to (`paygate
+// stripe-events` prints them). Every other type is stored and ignored.
+var EventTypes = []string{
+	"payment_intent.processing", "payment_intent.amount_capturable_updated",
+	"payment_intent.succeeded", "payment_intent.payment_failed", "payment_intent.canceled",
+	"charge.succeeded", "charge.captured", "charge.failed", "charge.refunded", "charge.updated",
+	"charge.refund.updated", "refund.created", "refund.updated", "refund.failed",
+	"charge.dispute.created", "charge.dispute.funds_withdrawn",
+	"charge.dispute.funds_reinstated", "charge.dispute.closed",
+	"payout.paid", "payout.failed",
+}
+
 // The subset of Stripe's objects paygate reads. Decoding only these fields
 // means an account pinned to another API version is never refused for it.
 type (
