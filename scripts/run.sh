@@ -32,6 +32,7 @@ ops="${PAYGATE_OPS_TOKENS%%,*}"
 cat <<MSG
 
 paygate (development) on http://$PAYGATE_ADDR
+  console         http://$PAYGATE_ADDR/console/   (sign in with a token below)
   database        $(sed -E 's#//([^:@]*)(:[^@]*)?@#//\1@#' <<<"$DATABASE_URL")
   webhook secret  $secret   (Stripe)
   Adyen HMAC key  ${PAYGATE_ADYEN_HMAC_KEYS%%,*}   Basic auth ${PAYGATE_ADYEN_BASIC_AUTH:-none}

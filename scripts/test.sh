@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 TEST_DATABASE_URL="${TEST_DATABASE_URL:-$(scripts/db.sh postgres)}"
 export TEST_DATABASE_URL
 [[ -x scripts/tools.sh ]] && scripts/tools.sh
+scripts/chromium.sh # Debian's Chromium, for the console's browser tests
 export PATH="$PWD/.tools/bin:$PATH"
 go vet ./...
 go test -count=1 -timeout 20m "$@" ./...
