@@ -159,3 +159,28 @@ func TestReadRoutesAuthAndNotFound(t *testing.T) {
 	rec := get(t, e, "/metrics", "", nil)
 	require.Equal(t, http.StatusOK, rec.Code)
 }
+
+// TestCustomerEmailsMaskedForFinance: ops see where a payment's emails
+// went; finance see the address masked.
+func TestCustomerEmailsMaskedForFinance(t *testing.T) {
+	t.Parallel()
+	w := worldtest.New(t, nil)
+	e := newEcho(t, w)
+	sim := stripesim.New(stripesim.Config{})
+	p := sim.Pay(stripesim.PayOpts{Amount: 1000, Currency: "usd", Email: "buyer@example.com"})
+	w.Apply(t, sim.Events()...)
+	for token, want := range map[string]string{opsToken: "buyer@example.com", financeToken: "b•••@example.com"} {
+		var payment struct {
+			Emails []struct {
+				Recipient string `json:"recipient"`
+			} `json:"emails"`
+		}
+		rec := get(t, e, "/v1/payments/"+p.ID, token, &payment)
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		require.Len(t, payment.Emails, 1)
+		require.Equal(t, want, payment.Emails[0].Recipient)
+		if token == financeToken {
+			require.NotContains(t, rec.Body.String(), "buyer@")
+		}
+	}
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strings"
 	"regexp"
 	"slices"
 	"time"
@@ -138,7 +139,28 @@ func (s *Server) getPayment(c echo.Context) error {
 	if v.Emails, err = jobs.EmailsForPayment(ctx, s.config.Pool, p.ID); err != nil {
 		return err
 	}
+	if !callerOf(c).Roles[RoleOps] {
+		// Finance reconciles money, not customers: the address is
+		// masked, whether the email is sent or not.
+		for i := range v.Emails {
+			v.Emails[i].Recipient = maskEmail(v.Emails[i].Recipient)
+		}
+	}
 	return writeJSON(c, http.StatusOK, v)
+}
+
+// maskEmail keeps an address's first character and its domain:
+// "buyer@example.com" is "b•••@example.com". What is not an address is
+// masked whole.
+func maskEmail(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	local, domain, ok := strings.Cut(addr, "@")
+	if !ok || local == "" {
+		return "•••"
+	}
+	return string([]rune(local)[:1]) + "•••@" + domain
 }
 
 // amount formats a decimal at its currency's scale ("360.00", "1000",
