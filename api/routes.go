@@ -2,9 +2,9 @@ package api
 
 import (
 	"net/http"
-	"strings"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
