@@ -93,6 +93,7 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 	v1 := e.Group("/v1", s.bounded, s.auth.middleware, s.idempotency)
 	anyRole := requireRole(RoleOps, RoleFinance)
 	opsOnly := requireRole(RoleOps)
+	v1.GET("/me", s.me, anyRole)
 	v1.GET("/events/:provider/:event_id", s.getEvent, anyRole)
 	v1.GET("/ops/stats", s.opsStats, opsOnly)
 	s.routes(v1)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 
@@ -188,4 +189,24 @@ func requireRole(roles ...Role) echo.MiddlewareFunc {
 func callerOf(c echo.Context) Caller {
 	caller, _ := c.Get(callerKey).(Caller)
 	return caller
+}
+
+// MeView is who a token is: the identity the audit log names, and its
+// roles.
+type MeView struct {
+	Identity string `json:"identity"`
+	Roles    []Role `json:"roles"`
+}
+
+// me answers GET /v1/me, so that a client (the console's sign-in) learns a
+// token's roles from the API itself.
+func (s *Server) me(c echo.Context) error {
+	caller := callerOf(c)
+	v := MeView{Identity: caller.Identity, Roles: []Role{}}
+	for _, r := range []Role{RoleOps, RoleFinance} {
+		if caller.Roles[r] {
+			v.Roles = append(v.Roles, r)
+		}
+	}
+	return writeJSON(c, http.StatusOK, v)
 }

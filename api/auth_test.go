@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -88,4 +89,21 @@ func TestInvalidTokensAdmitNobody(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, b.do(t, http.MethodGet, "/v1/ops/stats", tok, "", "").Code)
 	}
 	require.True(t, errors.Is(api.CheckTokens([]string{"alice:" + opsTok, "alice:" + otherOpsTok}, nil), api.ErrTokenConfig))
+}
+
+// TestMeNamesTheCallerAndItsRoles: GET /v1/me answers the identity the
+// audit log will name and the token's roles.
+func TestMeNamesTheCallerAndItsRoles(t *testing.T) {
+	t.Parallel()
+	b := setupOps(t)
+	for token, roles := range map[string][]api.Role{opsTok: {api.RoleOps}, financeTok: {api.RoleFinance}} {
+		var me api.MeView
+		rec := b.do(t, http.MethodGet, "/v1/me", token, "", "")
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &me))
+		require.Equal(t, roles, me.Roles)
+		require.NotEmpty(t, me.Identity)
+		require.NotContains(t, rec.Body.String(), token, "the token itself is never answered")
+	}
+	require.Equal(t, http.StatusUnauthorized, b.do(t, http.MethodGet, "/v1/me", "nope", "", "").Code)
 }

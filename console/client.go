@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+
+	"github.com/labstack/echo/v4"
 )
 
 // answer is one response of the API.
@@ -72,6 +74,9 @@ func (c *Console) call(ctx context.Context, token, method, path string, query ur
 	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
+	}
+	if id, ok := ctx.Value(requestIDKey{}).(string); ok {
+		req.Header.Set(echo.HeaderXRequestID, id)
 	}
 	rec := httptest.NewRecorder()
 	c.cfg.API.ServeHTTP(rec, req)

@@ -61,10 +61,8 @@ type Console struct {
 	sessions map[string]*session // by the hash of the cookie's id
 }
 
-// Errors New returns.
-var (
-	ErrNoAPI = errors.New("console: Config.API is required")
-)
+// ErrNoAPI is New's answer to a Config without an API.
+var ErrNoAPI = errors.New("console: Config.API is required")
 
 const (
 	cookieName = "paygate_console"
@@ -78,8 +76,9 @@ const (
 type session struct {
 	token string
 	name  string
-	// ops: the API lets the token read the ops routes; finance: the
-	// reconciliation routes (finance's alone in the API today).
+	// ops: the API lets the token read the ops routes; finance: start
+	// reconciliation runs. Reading the runs is not a role's: the pages ask
+	// the API and show its answer.
 	ops     bool
 	finance bool
 	expires time.Time
@@ -144,7 +143,7 @@ func (c *Console) Register(e *echo.Echo) {
 	g.GET("/", c.home)
 	g.GET("/signin", c.signinPage)
 	g.POST("/signin", c.signin)
-	g.POST("/signout", c.signout, c.auth(anyRole))
+	g.POST("/signout", c.signout, c.auth(anyRole), c.csrf)
 
 	g.GET("/poison", c.poison, c.auth(opsRole))
 	g.POST("/poison/replay", c.bulkReplay, c.auth(opsRole), c.csrf)
@@ -155,10 +154,12 @@ func (c *Console) Register(e *echo.Echo) {
 	g.GET("/payments", c.payment, c.auth(opsRole))
 	g.GET("/audit", c.audit, c.auth(opsRole))
 
-	g.GET("/reconciliation", c.reconciliation, c.auth(financeRole))
+	// The reading pages are open to any role: the API decides what each
+	// role reads there, and the page says so when it refuses.
+	g.GET("/reconciliation", c.reconciliation, c.auth(anyRole))
 	g.POST("/reconciliation/runs", c.startRun, c.auth(financeRole), c.csrf)
-	g.GET("/reconciliation/runs/:id", c.run, c.auth(financeRole))
-	g.GET("/reconciliation/runs/:id/items.csv", c.runCSV, c.auth(financeRole))
+	g.GET("/reconciliation/runs/:id", c.run, c.auth(anyRole))
+	g.GET("/reconciliation/runs/:id/items.csv", c.runCSV, c.auth(anyRole))
 	g.GET("/books", c.books, c.auth(anyRole))
 }
 
@@ -344,17 +345,29 @@ func (c *Console) operatorName(token string) string {
 // navigates away (a second click cancels the first request), so that the
 // API's idempotency record, not the timing of a click, decides the outcome.
 func actionContext(ec echo.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ec.Request().Context()), apiTimeout)
+	return context.WithTimeout(withRequestID(ec, context.WithoutCancel(ec.Request().Context())), apiTimeout)
 }
 
 func readContext(ec echo.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ec.Request().Context(), apiTimeout)
+	return context.WithTimeout(withRequestID(ec, ec.Request().Context()), apiTimeout)
+}
+
+type requestIDKey struct{}
+
+// withRequestID carries the page's request id to its API calls, which the
+// API's request-id middleware then reuses: one id ties a page to its calls
+// in the log.
+func withRequestID(ec echo.Context, ctx context.Context) context.Context {
+	if id := ec.Response().Header().Get(echo.HeaderXRequestID); id != "" {
+		return context.WithValue(ctx, requestIDKey{}, id)
+	}
+	return ctx
 }
 
 // Ops reports whether the session may use the ops pages.
 func (s *session) Ops() bool { return s.ops }
 
-// Finance reports whether the session may use the reconciliation pages.
+// Finance reports whether the session may start reconciliation runs.
 func (s *session) Finance() bool { return s.finance }
 
 // Roles names the session's roles for the header.

@@ -30,7 +30,9 @@ import (
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/console"
 	"github.com/paygate/paygate/inbox"
+	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/internal/testdb"
+	"github.com/paygate/paygate/internal/worldtest"
 	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/reconcile"
@@ -229,6 +231,42 @@ func TestOpsInBrowser(t *testing.T) {
 	signIn(t, ctx, b.srv.URL, opsTok)
 	require.Contains(t, textOf(t, ctx, "header.top"), "alice")
 
+	// The events list, filtered by status in its form, finds the seeded
+	// poison events and not an event still waiting to be processed.
+	ctxDB := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctxDB, b.pool, func(tx pgx.Tx) error {
+		_, err := inbox.InsertTx(ctxDB, tx, inbox.Event{Provider: "stripe", EventID: "evt_fresh", Type: "charge.succeeded", Payload: []byte(`{}`)})
+		return err
+	}))
+	run(t, ctx, chromedp.Navigate(b.srv.URL+"/console/events"))
+	require.Contains(t, textOf(t, ctx, "#events"), "evt_fresh", "unfiltered, every status")
+	run(t, ctx,
+		chromedp.SetValue(chromedp.CSS("#event-status-filter"), "poison"),
+		chromedp.Click(chromedp.CSS("#event-filters button")),
+		chromedp.WaitVisible(chromedp.CSS("#events-all")),
+	)
+	events := textOf(t, ctx, "#events")
+	for _, id := range []string{"evt_discard_me", "evt_replay_me", "evt_bulk_1"} {
+		require.Contains(t, events, id)
+	}
+	require.NotContains(t, events, "evt_fresh")
+	require.Equal(t, 3, eval[int](t, ctx, `document.querySelectorAll('#events tr.event-row[data-status="poison"]').length`))
+	require.Equal(t, 3, eval[int](t, ctx, `document.querySelectorAll('#events tr.event-row').length`))
+	run(t, ctx,
+		chromedp.Click(chromedp.CSS(`#events a[href="/console/events/stripe/evt_bulk_1"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#event-timeline")),
+	)
+	timeline := textOf(t, ctx, "#event-timeline")
+	require.Contains(t, timeline, "received")
+	require.Contains(t, timeline, "poison")
+	require.Contains(t, timeline, "1 processing attempt, the last failing: refund before charge")
+
+	// Ops reads the runs list; starting a run is finance's.
+	run(t, ctx, chromedp.Navigate(b.srv.URL+"/console/reconciliation"), chromedp.WaitVisible(chromedp.CSS("#run-filters")))
+	require.Zero(t, eval[int](t, ctx, `document.querySelectorAll('#start-run').length`))
+	require.Zero(t, eval[int](t, ctx, `document.querySelectorAll('#runs-error').length`), textOf(t, ctx, "main"))
+
+	run(t, ctx, chromedp.Navigate(b.srv.URL+"/console/poison"))
 	poison := textOf(t, ctx, "#poison")
 	for _, id := range []string{"evt_discard_me", "evt_replay_me", "evt_bulk_1"} {
 		require.Contains(t, poison, id)
@@ -295,6 +333,10 @@ func TestOpsInBrowser(t *testing.T) {
 		chromedp.Navigate(b.srv.URL+"/console/payments?id=pi_nobody"),
 	)
 	require.Contains(t, textOf(t, ctx, ".flash.error"), "404")
+
+	run(t, ctx, chromedp.Navigate(b.srv.URL+"/console/events?status=discarded"))
+	require.Equal(t, "evt_discard_me", textOf(t, ctx, "#events tr.event-row a.id"))
+	require.Equal(t, 1, eval[int](t, ctx, `document.querySelectorAll('#events tr.event-row').length`))
 }
 
 func TestFinanceInBrowser(t *testing.T) {
@@ -344,6 +386,47 @@ func TestFinanceInBrowser(t *testing.T) {
 	run(t, ctx, chromedp.Reload())
 	require.Equal(t, "failed", textOf(t, ctx, "#run-status"))
 	require.NotEmpty(t, textOf(t, ctx, "#run-error"))
+
+	// A second run, for the form's default day (yesterday), falls in the
+	// chart's 30 days; the first one's day, long ago, does not.
+	run(t, ctx, chromedp.Navigate(b.srv.URL+"/console/reconciliation"), chromedp.WaitVisible(chromedp.CSS("#run-date")))
+	yesterday := eval[string](t, ctx, `document.querySelector('#run-date').value`)
+	require.Equal(t, time.Now().UTC().AddDate(0, 0, -1).Format("2006-01-02"), yesterday)
+	run(t, ctx, chromedp.Click(chromedp.CSS("#start-run button")))
+	require.Equal(t, "running", textOf(t, ctx, "#run-status"))
+	recent := regexp.MustCompile(`/runs/(\d+)/`).FindStringSubmatch(csvHref(t, ctx))[1]
+	// Completed as the runner would, with a report, so that the chart and
+	// the list have counts to show.
+	_, err = b.pool.Exec(context.Background(), `UPDATE reconciliation_runs SET status = 'completed', finished_at = now(),
+		report = '{"summary": {"matched": 3, "fee_posted": 1, "amount_mismatch": 2}}' WHERE id = $1`, recent)
+	require.NoError(t, err)
+
+	run(t, ctx, chromedp.Navigate(b.srv.URL+"/console/reconciliation"), chromedp.WaitVisible(chromedp.CSS("#runs")))
+	require.Equal(t, []string{"completed", "failed"},
+		eval[[]string](t, ctx, `[...document.querySelectorAll('#runs tr.run-row')].map(r => r.dataset.status)`), "newest first")
+	failedRow := fmt.Sprintf(`#runs tr.run-row.failed[data-run="%d"]`, id)
+	require.Contains(t, textOf(t, ctx, failedRow), "2024-06-01")
+	require.Contains(t, textOf(t, ctx, failedRow), "api")
+	require.Equal(t, 1, eval[int](t, ctx, `document.querySelectorAll('svg#run-chart').length`))
+	require.Equal(t, []string{yesterday},
+		eval[[]string](t, ctx, `[...document.querySelectorAll('svg#run-chart g.day')].map(g => g.dataset.date)`),
+		"one bar group per day with a run in the last 30 days")
+	require.Equal(t, []string{"4", "2"}, eval[[]string](t, ctx,
+		`(() => { const g = document.querySelector('svg#run-chart g.day'); return [g.dataset.matched, g.dataset.exceptions] })()`),
+		"matched and fee_posted against the other statuses")
+	require.Equal(t, 2, eval[int](t, ctx, `document.querySelectorAll('svg#run-chart g.day rect.matched, svg#run-chart g.day rect.exceptions').length`))
+	counts := textOf(t, ctx, `#runs tr.run-row[data-run="`+recent+`"] td.counts`)
+	require.Contains(t, counts, "matched 3")
+	require.Contains(t, counts, "amount_mismatch 2")
+	require.NotContains(t, counts, "missing_in_ledger", "statuses without items are left out")
+
+	run(t, ctx,
+		chromedp.SetValue(chromedp.CSS("#runs-date"), "2024-06-01"),
+		chromedp.Click(chromedp.CSS("#run-filters button")),
+		chromedp.WaitVisible(chromedp.CSS(`#run-filters a[href="/console/reconciliation"]`)),
+	)
+	require.Equal(t, []string{strconv.FormatInt(id, 10)},
+		eval[[]string](t, ctx, `[...document.querySelectorAll('#runs tr.run-row')].map(r => r.dataset.run)`), "filtered by date")
 }
 
 func csvHref(t *testing.T, ctx context.Context) string {
@@ -423,6 +506,13 @@ func TestCSRF(t *testing.T) {
 	}
 	resp := postForm(t, alice, discard, url.Values{"idempotency_key": {key}, "reason": {"r"}, "csrf": {token}}, "Sec-Fetch-Site", "cross-site")
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, "a browser's cross-site post")
+
+	// A finance session's own valid form token does not open ops actions.
+	finance := client(t)
+	require.Equal(t, http.StatusSeeOther, postForm(t, finance, b.srv.URL+"/console/signin", url.Values{"token": {financeTok}}).StatusCode)
+	financeCSRF := regexp.MustCompile(`name="csrf" value="([^"]*)"`).FindStringSubmatch(getPage(t, finance, b.srv.URL+"/console/books"))[1]
+	resp = postForm(t, finance, discard, url.Values{"idempotency_key": {key}, "reason": {"r"}, "csrf": {financeCSRF}})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "finance may not discard")
 	require.Equal(t, "poison", b.eventStatus(t, "evt_csrf"), "no refused post reached the API")
 
 	resp = postForm(t, alice, discard, url.Values{"idempotency_key": {key}, "reason": {"r"}, "csrf": {token}})
@@ -476,4 +566,58 @@ func TestSessionCookie(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Equal(t, "/console/signin", resp.Header.Get("Location"))
+}
+
+func TestPaymentAndBooksInBrowser(t *testing.T) {
+	t.Parallel()
+	w := worldtest.New(t, nil)
+	sim := stripesim.New(stripesim.Config{})
+	p := sim.Pay(stripesim.PayOpts{Amount: 36000, Currency: "usd"})
+	sim.Refund(p, 10000)
+	w.Apply(t, sim.Events()...)
+	e, _ := api.NewEcho(api.Config{Pool: w.Pool, Jobs: w.Jobs, OpsTokens: []string{opsTok}, FinanceTokens: []string{financeTok}})
+	con, err := console.New(console.Config{API: e})
+	require.NoError(t, err)
+	con.Register(e)
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+
+	ctx := startBrowser(t)
+	signIn(t, ctx, srv.URL, opsTok)
+	run(t, ctx,
+		chromedp.Navigate(srv.URL+"/console/payments"),
+		chromedp.SendKeys(chromedp.CSS(`input[name="id"]`), p.ID),
+		chromedp.Click(chromedp.CSS(`form.filters button`)),
+	)
+	require.Equal(t, "partially_refunded", textOf(t, ctx, "#payment-status"))
+	tiles := textOf(t, ctx, ".tiles")
+	require.Contains(t, tiles, "360.00")
+	require.Contains(t, tiles, "100.00")
+	// Events applied in one batch may make one state change, so the
+	// timeline has at least one entry and ends in the payment's state.
+	require.Contains(t, eval[string](t, ctx, `(() => { const li = document.querySelectorAll('ol.timeline li'); return li.length ? li[li.length-1].textContent : '' })()`), "partially_refunded")
+	ledgerText := textOf(t, ctx, "#ledger")
+	require.Contains(t, ledgerText, "capture")
+	require.Contains(t, ledgerText, "refund")
+	require.Contains(t, textOf(t, ctx, "#emails"), "skipped", "no SMTP server here: the intents are recorded as skipped")
+
+	// The payments list, filtered by status, links to the payment.
+	run(t, ctx, chromedp.Navigate(srv.URL+"/console/payments?status=refunded"), chromedp.WaitVisible(chromedp.CSS("p.empty")))
+	require.Zero(t, eval[int](t, ctx, `document.querySelectorAll('#payments').length`))
+	run(t, ctx,
+		chromedp.Navigate(srv.URL+"/console/payments"),
+		chromedp.SetValue(chromedp.CSS(`#payment-filters select[name="status"]`), "partially_refunded"),
+		chromedp.SetValue(chromedp.CSS(`#payment-filters input[name="currency"]`), "usd"),
+		chromedp.Click(chromedp.CSS("#payment-filters button")),
+		chromedp.WaitVisible(chromedp.CSS("#payments-all")),
+	)
+	require.Contains(t, textOf(t, ctx, "#payments"), p.ID)
+	run(t, ctx, chromedp.Click(chromedp.CSS(`#payments a.id`)))
+	require.Equal(t, "partially_refunded", textOf(t, ctx, "#payment-status"))
+
+	run(t, ctx, chromedp.Navigate(srv.URL+"/console/books"))
+	books := textOf(t, ctx, "#trial-balance")
+	require.Contains(t, books, "usd")
+	require.Contains(t, books, "balanced")
+	require.NotContains(t, books, "UNBALANCED")
 }

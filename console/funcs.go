@@ -3,8 +3,11 @@ package console
 import (
 	"fmt"
 	"html/template"
+	"reflect"
 	"strings"
 	"time"
+
+	"github.com/paygate/paygate/reconcile"
 )
 
 var funcs = template.FuncMap{
@@ -37,35 +40,36 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprint(v)
 	},
-	// str shows a nullable value, "—" for null.
+	// str shows a nullable value, "—" for null or empty.
 	"str": func(v any) string {
-		switch s := v.(type) {
-		case *string:
-			if s == nil || *s == "" {
-				return "—"
-			}
-			return *s
-		case string:
-			if s == "" {
-				return "—"
-			}
-			return s
-		case nil:
-			return "—"
-		}
-		return fmt.Sprint(v)
-	},
-	"short": func(s string, n int) string {
-		if len(s) <= n {
+		if s := deref(v); s != "" {
 			return s
 		}
-		return s[:n] + "…"
+		return "—"
 	},
 	"list": func(v ...string) []string { return v },
-	"deref": func(s *string) string {
-		if s == nil {
+	// items counts a run's items from its summary.
+	"items": func(summary map[reconcile.Status]int) int {
+		n := 0
+		for _, v := range summary {
+			n += v
+		}
+		return n
+	},
+	"deref": deref,
+}
+
+// deref shows what a nullable field holds, "" for null.
+func deref(v any) string {
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
 			return ""
 		}
-		return *s
-	},
+		rv = rv.Elem()
+	}
+	if !rv.IsValid() {
+		return ""
+	}
+	return fmt.Sprint(rv.Interface())
 }

@@ -43,7 +43,12 @@ func (c *Console) render(ec echo.Context, status int, page, title string, data a
 	}
 	var buf bytes.Buffer
 	if err := t.Execute(&buf, v); err != nil {
-		c.cfg.Logger.Error("console: render", "page", page, "error", err)
+		c.cfg.Logger.Error("console: render", "page", page, "error", err.Error(),
+			"request_id", ec.Response().Header().Get(echo.HeaderXRequestID))
+		if page != "refused" {
+			return c.render(ec, http.StatusInternalServerError, "refused", "Something went wrong",
+				"This page could not be shown; the error is in the server's log.")
+		}
 		return echo.NewHTTPError(http.StatusInternalServerError)
 	}
 	return ec.HTMLBlob(status, buf.Bytes())
@@ -59,7 +64,7 @@ func (c *Console) apiFailed(ec echo.Context, title string, a answer) error {
 	if status < 400 {
 		status = http.StatusBadGateway
 	}
-	return c.render(ec, status, "refused", title, a.problem())
+	return c.render(ec, status, "refused", title, roleProblem(a))
 }
 
 func (c *Console) home(ec echo.Context) error {
@@ -78,9 +83,9 @@ func (c *Console) signinPage(ec echo.Context) error {
 	return c.render(ec, http.StatusOK, "signin", "Sign in", "")
 }
 
-// signin checks the token with the API itself (an ops-only and a
-// finance-only route: 403 means the token is valid without that role) and
-// keeps it server-side; the browser only ever holds an opaque session id.
+// signin asks the API who the token is (GET /v1/me: its identity and
+// roles) and keeps it server-side; the browser only ever holds an opaque
+// session id.
 func (c *Console) signin(ec echo.Context) error {
 	ec.Request().Body = http.MaxBytesReader(ec.Response(), ec.Request().Body, maxForm)
 	token := strings.TrimSpace(ec.FormValue("token"))
@@ -89,22 +94,24 @@ func (c *Console) signin(ec echo.Context) error {
 	}
 	ctx, cancel := readContext(ec)
 	defer cancel()
-	opsProbe := c.call(ctx, token, http.MethodGet, "/v1/ops/stats", nil, nil, "")
-	if opsProbe.status == http.StatusUnauthorized {
+	var me api.MeView
+	who := c.call(ctx, token, http.MethodGet, "/v1/me", nil, nil, "")
+	if who.status == http.StatusUnauthorized {
 		return c.render(ec, http.StatusUnauthorized, "signin", "Sign in", "That token is not one paygate knows.")
 	}
-	financeProbe := c.call(ctx, token, http.MethodGet, "/v1/reconciliation/runs/0", nil, nil, "")
-	s := &session{
-		token:   token,
-		ops:     opsProbe.ok(),
-		finance: financeProbe.status != http.StatusForbidden && financeProbe.status != http.StatusUnauthorized && financeProbe.status < 500,
+	if !who.ok() || json.Unmarshal(who.body, &me) != nil {
+		return c.render(ec, http.StatusServiceUnavailable, "signin", "Sign in", "The API could not confirm this token: "+who.problem())
+	}
+	s := &session{token: token}
+	for _, r := range me.Roles {
+		s.ops = s.ops || r == api.RoleOps
+		s.finance = s.finance || r == api.RoleFinance
 	}
 	if !s.ops && !s.finance {
-		return c.render(ec, http.StatusServiceUnavailable, "signin", "Sign in", "The API could not confirm this token: "+opsProbe.problem())
+		return c.render(ec, http.StatusForbidden, "signin", "Sign in", "This token has no role the console serves.")
 	}
-	s.name = c.operatorName(token)
-	if s.name == "" {
-		s.name = map[bool]string{true: "ops", false: "finance"}[s.ops]
+	if s.name = c.operatorName(token); s.name == "" {
+		s.name = s.Roles()
 	}
 	c.startSession(ec, s)
 	return ec.Redirect(http.StatusSeeOther, basePath+"/")
@@ -255,7 +262,7 @@ func (c *Console) bulkReplay(ec echo.Context) error {
 func (c *Console) eventSearch(ec echo.Context) error {
 	provider, id := strings.TrimSpace(ec.QueryParam("provider")), strings.TrimSpace(ec.QueryParam("event_id"))
 	if provider == "" || id == "" {
-		return c.render(ec, http.StatusOK, "search", "Find an event", map[string]string{"Provider": provider, "EventID": id})
+		return c.eventList(ec)
 	}
 	return ec.Redirect(http.StatusSeeOther, basePath+"/events/"+url.PathEscape(provider)+"/"+url.PathEscape(id))
 }
@@ -313,9 +320,10 @@ func (c *Console) eventAction(ec echo.Context, action string, requireReason bool
 	switch {
 	case a.ok() && a.header.Get("Idempotent-Replayed") == "true":
 		c.addFlash(s, "info", fmt.Sprintf("This %s was already done (the same form sent twice): nothing more happened.", action))
+	case a.ok() && action == "replay":
+		c.addFlash(s, "ok", "Replayed: the event is back in the queue for processing.")
 	case a.ok():
-		c.addFlash(s, "ok", map[string]string{"replay": "Replayed: the event is back in the queue for processing.",
-			"discard": "Discarded, with your reason in the audit log."}[action])
+		c.addFlash(s, "ok", "Discarded, with your reason in the audit log.")
 	case a.status == http.StatusConflict:
 		c.addFlash(s, "info", "This "+action+" is already under way (the same form sent twice): "+a.problem())
 	default:
@@ -339,7 +347,7 @@ func (c *Console) payment(ec echo.Context) error {
 	id := strings.TrimSpace(ec.QueryParam("id"))
 	d := paymentData{ID: id}
 	if id == "" {
-		return c.render(ec, http.StatusOK, "payment", "Payment", d)
+		return c.paymentList(ec)
 	}
 	ctx, cancel := readContext(ec)
 	defer cancel()
@@ -394,20 +402,6 @@ func (c *Console) audit(ec echo.Context) error {
 		return err
 	}
 	return c.render(ec, http.StatusOK, "audit", "Audit log", page)
-}
-
-type reconData struct {
-	Key   string
-	Today string
-	RunID string
-}
-
-func (c *Console) reconciliation(ec echo.Context) error {
-	if id := strings.TrimSpace(ec.QueryParam("run")); id != "" {
-		return ec.Redirect(http.StatusSeeOther, basePath+"/reconciliation/runs/"+url.PathEscape(id))
-	}
-	return c.render(ec, http.StatusOK, "reconciliation", "Reconciliation",
-		reconData{Key: formKey(), Today: time.Now().UTC().AddDate(0, 0, -1).Format("2006-01-02")})
 }
 
 func (c *Console) startRun(ec echo.Context) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/console"
 	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/provider"
 	"github.com/paygate/paygate/provider/adyen"
@@ -67,6 +68,11 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		// A run the server cannot perform is refused when asked for.
 		ReconcileUnavailable: reconcileUnavailable(cfg),
 	})
+	con, err := console.New(console.Config{API: e, OpsTokens: cfg.OpsTokens, FinanceTokens: cfg.FinanceTokens, Logger: logger})
+	if err != nil {
+		return err
+	}
+	con.Register(e)
 	ingester, closeIngester := newIngester(pool, jobClient, logger, registry)
 	defer closeIngester() // after the HTTP server's shutdown: in-flight batches commit first
 	receivers, sources, err := webhookReceivers(cfg)

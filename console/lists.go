@@ -1,0 +1,201 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/paygate/paygate/api"
+)
+
+// listLimit is a page of any list the console shows: a screenful to scan,
+// well under the API's bound.
+const listLimit = "50"
+
+// filterValues reads the named query parameters, trimmed, dropping the
+// empty ones: an empty field in a GET form means no filter, and the API
+// would refuse some of them (status=) as values.
+func filterValues(ec echo.Context, names ...string) url.Values {
+	q := url.Values{}
+	for _, n := range names {
+		if v := strings.TrimSpace(ec.QueryParam(n)); v != "" {
+			q.Set(n, v)
+		}
+	}
+	return q
+}
+
+// readList reads one page of an API list with the filters f. A filter the
+// API refuses (400) is shown with the API's reason above the unfiltered
+// list, so that a typo leaves the operator on a useful page.
+func (c *Console) readList(ec echo.Context, path string, f url.Values, out any) (filterErr string, a answer) {
+	q := url.Values{"limit": {listLimit}}
+	for k, vs := range f {
+		q[k] = vs
+	}
+	if cur := ec.QueryParam("cursor"); cur != "" {
+		q.Set("cursor", cur)
+	}
+	ctx, cancel := readContext(ec)
+	defer cancel()
+	a = c.call(ctx, sessionIn(ec).token, http.MethodGet, path, q, nil, "")
+	if a.status == http.StatusBadRequest {
+		filterErr = a.problem()
+		a = c.call(ctx, sessionIn(ec).token, http.MethodGet, path, url.Values{"limit": {listLimit}}, nil, "")
+	}
+	if a.ok() {
+		if err := a.decode(out); err != nil {
+			return filterErr, answer{status: http.StatusBadGateway, body: []byte(`{"title":"Bad gateway","detail":"the API's answer could not be read"}`)}
+		}
+	}
+	return filterErr, a
+}
+
+// nextQuery is the query of a list's next page: the same filters and the
+// API's cursor; "" on the last page.
+func nextQuery(f url.Values, next *string) string {
+	if next == nil {
+		return ""
+	}
+	q := url.Values{}
+	for k, vs := range f {
+		q[k] = vs
+	}
+	q.Set("cursor", *next)
+	return q.Encode()
+}
+
+type eventListData struct {
+	Filter    map[string]string
+	FilterErr string
+	Events    []api.OpsEventView
+	NextQuery string
+	Statuses  []string
+	Providers []string
+}
+
+var eventFilters = []string{"provider", "status", "type", "payment_id"}
+
+func (c *Console) eventList(ec echo.Context) error {
+	f := filterValues(ec, eventFilters...)
+	var page api.PoisonPage
+	filterErr, a := c.readList(ec, "/v1/events", f, &page)
+	if !a.ok() {
+		return c.apiFailed(ec, "Events", a)
+	}
+	d := eventListData{Filter: map[string]string{}, FilterErr: filterErr, Events: page.Events,
+		NextQuery: nextQuery(f, page.NextCursor),
+		Statuses:  []string{"received", "processed", "ignored", "poison", "discarded"},
+		Providers: []string{"stripe", "adyen", "standard"}}
+	for _, n := range eventFilters {
+		d.Filter[n] = f.Get(n)
+	}
+	if filterErr != "" {
+		d.NextQuery = nextQuery(nil, page.NextCursor)
+	}
+	return c.render(ec, http.StatusOK, "search", "Events", d)
+}
+
+type paymentListData struct {
+	Filter    map[string]string
+	FilterErr string
+	Payments  []api.PaymentSummaryView
+	NextQuery string
+	Statuses  []string
+}
+
+var paymentFilters = []string{"status", "currency"}
+
+func (c *Console) paymentList(ec echo.Context) error {
+	f := filterValues(ec, paymentFilters...)
+	var page api.PaymentPage
+	filterErr, a := c.readList(ec, "/v1/payments", f, &page)
+	if !a.ok() {
+		return c.apiFailed(ec, "Payments", a)
+	}
+	d := paymentListData{Filter: map[string]string{}, FilterErr: filterErr, Payments: page.Payments,
+		NextQuery: nextQuery(f, page.NextCursor),
+		Statuses: []string{"processing", "requires_capture", "succeeded", "canceled", "failed",
+			"partially_refunded", "refunded", "disputed", "dispute_lost"}}
+	for _, n := range paymentFilters {
+		d.Filter[n] = f.Get(n)
+	}
+	if filterErr != "" {
+		d.NextQuery = nextQuery(nil, page.NextCursor)
+	}
+	return c.render(ec, http.StatusOK, "payments", "Payments", d)
+}
+
+type reconData struct {
+	Key       string
+	Today     string
+	Date      string
+	FilterErr string
+	Runs      []api.RunSummaryView
+	RunsErr   string
+	NextQuery string
+	Chart     *runChart
+}
+
+func (c *Console) reconciliation(ec echo.Context) error {
+	if id := strings.TrimSpace(ec.QueryParam("run")); id != "" {
+		return ec.Redirect(http.StatusSeeOther, basePath+"/reconciliation/runs/"+url.PathEscape(id))
+	}
+	now := time.Now().UTC()
+	d := reconData{Key: formKey(), Today: now.AddDate(0, 0, -1).Format("2006-01-02")}
+	f := filterValues(ec, "date")
+	d.Date = f.Get("date")
+	var page api.RunPage
+	filterErr, a := c.readList(ec, "/v1/reconciliation/runs", f, &page)
+	d.FilterErr = filterErr
+	// The start form stays usable when the list cannot be read: the list
+	// and the chart are for reading, the form is what finance came for.
+	if !a.ok() {
+		d.RunsErr = roleProblem(a)
+		return c.render(ec, http.StatusOK, "reconciliation", "Reconciliation", d)
+	}
+	d.Runs = page.Runs
+	if filterErr == "" {
+		d.NextQuery = nextQuery(f, page.NextCursor)
+	} else {
+		d.NextQuery = nextQuery(nil, page.NextCursor)
+	}
+	d.Chart = c.chartOf(ec, now)
+	return c.render(ec, http.StatusOK, "reconciliation", "Reconciliation", d)
+}
+
+// roleProblem is the text for an API answer that could not be shown; a 403
+// says it in the operator's terms, since the API, not the console, decides
+// which role reads what.
+func roleProblem(a answer) string {
+	if a.status == http.StatusForbidden {
+		return "Your role may not see this: " + a.problem()
+	}
+	return a.problem()
+}
+
+// chartOf reads the latest run of each of the 30 days up to today, one
+// date-filtered call a day: the list is newest run first, so its first run
+// of a date is the one that counts, and 30 bounded calls cost less than
+// paging through every run in case an old day was re-run recently.
+func (c *Console) chartOf(ec echo.Context, now time.Time) *runChart {
+	ctx, cancel := readContext(ec)
+	defer cancel()
+	var runs []api.RunSummaryView
+	first := now.AddDate(0, 0, -(chartDays - 1))
+	for i := range chartDays {
+		day := first.AddDate(0, 0, i).Format("2006-01-02")
+		a := c.call(ctx, sessionIn(ec).token, http.MethodGet, "/v1/reconciliation/runs", url.Values{"date": {day}, "limit": {"1"}}, nil, "")
+		var page api.RunPage
+		if !a.ok() || a.decode(&page) != nil {
+			c.cfg.Logger.Warn("console: chart: runs of a day unreadable", "date", day, "status", a.status,
+				"request_id", ec.Response().Header().Get(echo.HeaderXRequestID))
+			return nil
+		}
+		runs = append(runs, page.Runs...)
+	}
+	return newRunChart(first, runs)
+}
