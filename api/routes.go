@@ -25,9 +25,10 @@ func (s *Server) routes(v1 *echo.Group) {
 	s.reconciliationRoutes(v1)
 }
 
-// PaymentView is a payment as the API shows it. Amounts are decimal strings
-// in the currency's major unit.
-type PaymentView struct {
+// PaymentAmounts is what every view of a payment shows first: who, where
+// it stands, and its amounts as decimal strings in the currency's major
+// unit.
+type PaymentAmounts struct {
 	ID             string             `json:"id"`
 	Provider       string             `json:"provider"`
 	Status         statemachine.State `json:"status"`
@@ -36,24 +37,32 @@ type PaymentView struct {
 	AmountCaptured string             `json:"amount_captured"`
 	AmountRefunded string             `json:"amount_refunded"`
 	AmountDisputed string             `json:"amount_disputed"`
-	History        []HistoryView      `json:"history"`
-	Emails         []jobs.EmailRecord `json:"emails"` // each email intent and where it stands
+}
+
+func paymentAmounts(p ledger.Payment) PaymentAmounts {
+	return PaymentAmounts{
+		ID: p.ID, Provider: p.Provider, Status: p.State, Currency: p.Currency,
+		Amount:         amount(p.Amount, p.Currency),
+		AmountCaptured: amount(p.AmountCaptured, p.Currency),
+		AmountRefunded: amount(p.AmountRefunded, p.Currency),
+		AmountDisputed: amount(p.AmountDisputed, p.Currency),
+	}
+}
+
+// PaymentView is a payment as GET /v1/payments/{payment_id} shows it.
+type PaymentView struct {
+	PaymentAmounts
+	History []HistoryView      `json:"history"`
+	Emails  []jobs.EmailRecord `json:"emails"` // each email intent and where it stands
 }
 
 // PaymentSummaryView is a payment as GET /v1/payments lists it: PaymentView
 // without its history and emails (GET /v1/payments/{payment_id} has them),
 // with when paygate first saw it and last changed it.
 type PaymentSummaryView struct {
-	ID             string             `json:"id"`
-	Provider       string             `json:"provider"`
-	Status         statemachine.State `json:"status"`
-	Currency       string             `json:"currency"`
-	Amount         string             `json:"amount"`
-	AmountCaptured string             `json:"amount_captured"`
-	AmountRefunded string             `json:"amount_refunded"`
-	AmountDisputed string             `json:"amount_disputed"`
-	CreatedAt      time.Time          `json:"created_at"`
-	UpdatedAt      time.Time          `json:"updated_at"`
+	PaymentAmounts
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // PaymentPage is the body of GET /v1/payments.
@@ -89,12 +98,7 @@ func (s *Server) listPayments(c echo.Context) error {
 	out := PaymentPage{Payments: make([]PaymentSummaryView, 0, len(payments)), NextCursor: nullable(next)}
 	for _, p := range payments {
 		out.Payments = append(out.Payments, PaymentSummaryView{
-			ID: p.ID, Provider: p.Provider, Status: p.State, Currency: p.Currency,
-			Amount:         amount(p.Amount, p.Currency),
-			AmountCaptured: amount(p.AmountCaptured, p.Currency),
-			AmountRefunded: amount(p.AmountRefunded, p.Currency),
-			AmountDisputed: amount(p.AmountDisputed, p.Currency),
-			CreatedAt:      p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(),
+			PaymentAmounts: paymentAmounts(p), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(),
 		})
 	}
 	return writeJSON(c, http.StatusOK, out)
@@ -120,14 +124,7 @@ func (s *Server) getPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := PaymentView{
-		ID: p.ID, Provider: p.Provider, Status: p.State, Currency: p.Currency,
-		Amount:         amount(p.Amount, p.Currency),
-		AmountCaptured: amount(p.AmountCaptured, p.Currency),
-		AmountRefunded: amount(p.AmountRefunded, p.Currency),
-		AmountDisputed: amount(p.AmountDisputed, p.Currency),
-		History:        make([]HistoryView, 0, len(history)),
-	}
+	v := PaymentView{PaymentAmounts: paymentAmounts(p), History: make([]HistoryView, 0, len(history))}
 	for _, h := range history {
 		hv := HistoryView{To: h.To, EventID: h.EventID, At: h.At.UTC()}
 		if h.From != "" {
