@@ -36,15 +36,21 @@ type RunView struct {
 // and its summary, without the report's other sections and the items
 // (GET /v1/reconciliation/runs/{id} has them).
 type RunSummaryView struct {
-	ID          int64                    `json:"id"`
-	Date        string                   `json:"date"`
-	Status      string                   `json:"status"`
-	Trigger     string                   `json:"trigger"`
-	RequestedBy string                   `json:"requested_by"`
-	StartedAt   time.Time                `json:"started_at"`
-	FinishedAt  *time.Time               `json:"finished_at"`
-	Error       *string                  `json:"error"`
-	Summary     map[reconcile.Status]int `json:"summary"`
+	RunHeader
+	Summary map[reconcile.Status]int `json:"summary"`
+}
+
+// RunHeader is what every view of a run shows first: which day, where it
+// stands, who asked and when.
+type RunHeader struct {
+	ID          int64      `json:"id"`
+	Date        string     `json:"date"`
+	Status      string     `json:"status"`
+	Trigger     string     `json:"trigger"`
+	RequestedBy string     `json:"requested_by"`
+	StartedAt   time.Time  `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	Error       *string    `json:"error"`
 }
 
 // RunPage is the body of GET /v1/reconciliation/runs.
@@ -61,14 +67,7 @@ type ItemPage struct {
 
 // RunReportView is a run with its report and items.
 type RunReportView struct {
-	ID                int64                        `json:"id"`
-	Date              string                       `json:"date"`
-	Status            string                       `json:"status"`
-	Trigger           string                       `json:"trigger"`
-	RequestedBy       string                       `json:"requested_by"`
-	StartedAt         time.Time                    `json:"started_at"`
-	FinishedAt        *time.Time                   `json:"finished_at"`
-	Error             *string                      `json:"error"`
+	RunHeader
 	Counts            reconcile.Counts             `json:"counts"`
 	Summary           map[reconcile.Status]int     `json:"summary"`
 	Currencies        []reconcile.CurrencyTotals   `json:"currencies"`
@@ -116,9 +115,11 @@ func itemView(it reconcile.Item) ItemView {
 
 func runReportView(run reconcile.Run, items []reconcile.Item) RunReportView {
 	v := RunReportView{
-		ID: run.ID, Date: run.Date.Format(reconcile.DateLayout), Status: string(run.Status),
-		Trigger: string(run.Trigger), RequestedBy: run.RequestedBy,
-		StartedAt: run.StartedAt, FinishedAt: run.FinishedAt, Error: orNull(run.Error),
+		RunHeader: RunHeader{
+			ID: run.ID, Date: run.Date.Format(reconcile.DateLayout), Status: string(run.Status),
+			Trigger: string(run.Trigger), RequestedBy: run.RequestedBy,
+			StartedAt: run.StartedAt, FinishedAt: run.FinishedAt, Error: orNull(run.Error),
+		},
 		Summary:           map[reconcile.Status]int{},
 		Currencies:        []reconcile.CurrencyTotals{},
 		Payouts:           []reconcile.PayoutSettlement{},
@@ -247,9 +248,7 @@ func (s *Server) listReconciliationRuns(c echo.Context) error {
 	out := RunPage{Runs: make([]RunSummaryView, 0, len(runs)), NextCursor: nullable(next)}
 	for _, run := range runs {
 		full := runReportView(run, nil)
-		out.Runs = append(out.Runs, RunSummaryView{ID: full.ID, Date: full.Date, Status: full.Status,
-			Trigger: full.Trigger, RequestedBy: full.RequestedBy, StartedAt: full.StartedAt,
-			FinishedAt: full.FinishedAt, Error: full.Error, Summary: full.Summary})
+		out.Runs = append(out.Runs, RunSummaryView{RunHeader: full.RunHeader, Summary: full.Summary})
 	}
 	return writeJSON(c, http.StatusOK, out)
 }
