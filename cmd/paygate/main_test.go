@@ -105,6 +105,23 @@ func startServer(t *testing.T, dbURL string, extraEnv ...string) *server {
 	}
 }
 
+// awaitProcessed waits, up to 30s, until n events are processed.
+func (s *server) awaitProcessed(t *testing.T, n int) {
+	t.Helper()
+	var stats struct {
+		Events map[string]int `json:"events"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code := getJSON(t, "http://"+s.addr+"/v1/ops/stats", testOps, &stats)
+		if code == http.StatusOK && stats.Events["processed"] == n {
+			return
+		}
+		require.False(t, time.Now().After(deadline), "events never applied: %d %+v\n%s", code, stats, s.logs.String())
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func getJSON(t *testing.T, url, token string, v any) int {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
@@ -165,18 +182,7 @@ func TestServeEndToEnd(t *testing.T) {
 	// Wait until every event is applied: the state alone is not enough,
 	// since a refund applied before its capture already reads
 	// partially_refunded.
-	var stats struct {
-		Events map[string]int `json:"events"`
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code := getJSON(t, "http://"+srv.addr+"/v1/ops/stats", testOps, &stats)
-		if code == http.StatusOK && stats.Events["processed"] == len(sim.Events()) {
-			break
-		}
-		require.False(t, time.Now().After(deadline), "events never applied: %d %+v\n%s", code, stats, srv.logs.String())
-		time.Sleep(50 * time.Millisecond)
-	}
+	srv.awaitProcessed(t, len(sim.Events()))
 	require.Equal(t, http.StatusOK, getJSON(t, "http://"+srv.addr+"/v1/payments/"+p.ID, testFinance, &payment))
 	require.Equal(t, "partially_refunded", payment.Status)
 	require.Equal(t, "360.00", payment.Amount)

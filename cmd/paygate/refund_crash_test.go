@@ -168,19 +168,30 @@ func (b *crashBundle) pay(g *reliability.Gateway) {
 	b.mail.DeleteAll(b.t) // the receipt: the scenarios count refund emails only
 }
 
+// slowRefund is where every scenario starts: one gateway, a payment, and a
+// refund of 40.00 asked under key whose answer Stripe holds for delay after
+// making it.
+func slowRefund(t *testing.T, key string, delay time.Duration) (*crashBundle, *reliability.Gateway, refundView) {
+	b := crashSetup(t)
+	g := b.start()
+	b.pay(g)
+	b.sim.DelayRefundAnswer(1, delay)
+	return b, g, b.ask(g, key, "40.00")
+}
+
+func (b *crashBundle) awaitStripeCommitted() {
+	b.t.Helper()
+	b.waitFor("Stripe to commit the refund", 30*time.Second, func() bool { return len(b.sim.Refunds(b.payment)) == 1 })
+}
+
 // TestRefundSurvivesSIGKILLAfterTheStripeCall: Stripe makes the refund and
 // is slow to answer; the gateway is SIGKILLed before it records anything.
 // Restarted, its rescued job asks again with the same key and gets
 // Stripe's first answer.
 func TestRefundSurvivesSIGKILLAfterTheStripeCall(t *testing.T) {
 	t.Parallel()
-	b := crashSetup(t)
-	g := b.start()
-	b.pay(g)
-
-	b.sim.DelayRefundAnswer(1, 3*time.Second)
-	r := b.ask(g, "crash-kill", "40.00")
-	b.waitFor("Stripe to commit the refund", 30*time.Second, func() bool { return len(b.sim.Refunds(b.payment)) == 1 })
+	b, g, r := slowRefund(t, "crash-kill", 3*time.Second)
+	b.awaitStripeCommitted()
 	require.NoError(t, g.Kill())
 	require.Nil(t, b.state(b.start(), r.ID).ProviderRefundID, "nothing was recorded before the kill")
 	b.requireOneRefund(b.gateways[1], r.ID)
@@ -191,12 +202,7 @@ func TestRefundSurvivesSIGKILLAfterTheStripeCall(t *testing.T) {
 // next one, with the same key, records Stripe's first answer.
 func TestRefundSurvivesATimeoutAfterStripeCommitted(t *testing.T) {
 	t.Parallel()
-	b := crashSetup(t)
-	g := b.start()
-	b.pay(g)
-
-	b.sim.DelayRefundAnswer(1, 6*time.Second) // past PAYGATE_REFUND_TIMEOUT
-	r := b.ask(g, "crash-timeout", "40.00")
+	b, g, r := slowRefund(t, "crash-timeout", 6*time.Second) // past PAYGATE_REFUND_TIMEOUT
 	b.requireOneRefund(g, r.ID)
 }
 
@@ -206,13 +212,8 @@ func TestRefundSurvivesATimeoutAfterStripeCommitted(t *testing.T) {
 // instance records the same refund.
 func TestRefundWithTwoInstancesAfterARescue(t *testing.T) {
 	t.Parallel()
-	b := crashSetup(t)
-	first := b.start()
-	b.pay(first)
-
-	b.sim.DelayRefundAnswer(1, 3*time.Second)
-	r := b.ask(first, "crash-two", "40.00")
-	b.waitFor("Stripe to commit the refund", 30*time.Second, func() bool { return len(b.sim.Refunds(b.payment)) == 1 })
+	b, first, r := slowRefund(t, "crash-two", 3*time.Second)
+	b.awaitStripeCommitted()
 	require.NoError(t, first.Pause())
 	second := b.start()
 	b.waitFor("the second instance to record the refund", 120*time.Second, func() bool {

@@ -62,18 +62,7 @@ func TestServeAsAppRole(t *testing.T) {
 	for _, r := range results {
 		require.Equal(t, http.StatusOK, r.Status)
 	}
-	var stats struct {
-		Events map[string]int `json:"events"`
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code := getJSON(t, "http://"+srv.addr+"/v1/ops/stats", testOps, &stats)
-		if code == http.StatusOK && stats.Events["processed"] == len(sim.Events()) {
-			break
-		}
-		require.False(t, time.Now().After(deadline), "events never applied: %d %+v\n%s", code, stats, srv.logs.String())
-		time.Sleep(50 * time.Millisecond)
-	}
+	srv.awaitProcessed(t, len(sim.Events()))
 	var payment struct {
 		Status string `json:"status"`
 	}
