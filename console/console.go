@@ -41,10 +41,6 @@ type Config struct {
 	// API serves /v1 (what api.NewEcho returns); the console sends it every
 	// read and every action.
 	API http.Handler
-	// OpsTokens and FinanceTokens are the API's role tokens, entries
-	// possibly "name:token"; the console only uses them to greet an
-	// operator by name; the API decides what a token may do.
-	OpsTokens, FinanceTokens []string
 	// SessionKey signs the CSRF tokens; nil: random at startup, so a restart
 	// signs everyone out.
 	SessionKey []byte
@@ -321,23 +317,6 @@ func (c *Console) takeFlash(s *session) []message {
 	f := s.flash
 	s.flash = nil
 	return f
-}
-
-// operatorName finds token's name among the configured "name:token"
-// entries; "" when it has none.
-func (c *Console) operatorName(token string) string {
-	for _, entry := range append(append([]string{}, c.cfg.OpsTokens...), c.cfg.FinanceTokens...) {
-		entry = strings.TrimSpace(entry)
-		name, tok, ok := strings.Cut(entry, ":")
-		if !ok || name == "" {
-			continue
-		}
-		if subtle.ConstantTimeCompare([]byte(tok), []byte(token)) == 1 ||
-			subtle.ConstantTimeCompare([]byte(entry), []byte(token)) == 1 {
-			return name
-		}
-	}
-	return ""
 }
 
 // actionContext is the context of a call that changes state: once the

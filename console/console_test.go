@@ -74,7 +74,7 @@ func setup(t *testing.T) *testBundle {
 	require.NoError(t, err)
 	ops, finance := []string{"alice:" + opsTok}, []string{financeTok}
 	e, _ := api.NewEcho(api.Config{Pool: pool, Jobs: jc, OpsTokens: ops, FinanceTokens: finance})
-	con, err := console.New(console.Config{API: e, OpsTokens: ops, FinanceTokens: finance})
+	con, err := console.New(console.Config{API: e})
 	require.NoError(t, err)
 	con.Register(e)
 	b := &testBundle{pool: pool, jobs: jc, echo: e, reconcile: worker}

@@ -110,7 +110,9 @@ func (c *Console) signin(ec echo.Context) error {
 	if !s.ops && !s.finance {
 		return c.render(ec, http.StatusForbidden, "signin", "Sign in", "This token has no role the console serves.")
 	}
-	if s.name = c.operatorName(token); s.name == "" {
+	// A named operator is greeted by name; a bare token's identity is a
+	// hash prefix, which says nothing to its holder: its roles instead.
+	if s.name = me.Identity; s.name == "" || strings.HasPrefix(s.name, "token:") {
 		s.name = s.Roles()
 	}
 	c.startSession(ec, s)

@@ -68,7 +68,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		// A run the server cannot perform is refused when asked for.
 		ReconcileUnavailable: reconcileUnavailable(cfg),
 	})
-	con, err := console.New(console.Config{API: e, OpsTokens: cfg.OpsTokens, FinanceTokens: cfg.FinanceTokens, Logger: logger})
+	con, err := console.New(console.Config{API: e, Logger: logger})
 	if err != nil {
 		return err
 	}
