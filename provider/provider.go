@@ -16,6 +16,7 @@
 package provider
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -51,6 +52,33 @@ type Answer struct {
 	Status      int
 	ContentType string
 	Body        []byte
+}
+
+// Acknowledgement is the JSON body of a 200 answer that reports whether
+// the event was new (Stripe's and Standard Webhooks' answer).
+type Acknowledgement struct {
+	Received  bool `json:"received"`
+	Duplicate bool `json:"duplicate"`
+}
+
+// acknowledgements are the two JSON answers, encoded once: every webhook
+// gets one of them.
+var acknowledgements = func() (out [2][]byte) {
+	for i, dup := range []bool{false, true} {
+		body, _ := json.Marshal(Acknowledgement{Received: true, Duplicate: dup})
+		out[i] = append(body, '\n')
+	}
+	return out
+}()
+
+// Acknowledge answers a one-event request 200
+// {"received":true,"duplicate":…}.
+func Acknowledge(duplicate []bool) Answer {
+	body := acknowledgements[0]
+	if len(duplicate) > 0 && duplicate[0] {
+		body = acknowledgements[1]
+	}
+	return Answer{Status: http.StatusOK, ContentType: "application/json", Body: body}
 }
 
 // Receiver authenticates and decodes the webhook requests of one provider

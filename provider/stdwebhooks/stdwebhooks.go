@@ -254,15 +254,11 @@ func eventType(body []byte) (string, error) {
 }
 
 // Acknowledgement is the body of the 200 answer.
-type Acknowledgement struct {
-	Received  bool `json:"received"`
-	Duplicate bool `json:"duplicate"`
-}
+type Acknowledgement = provider.Acknowledgement
 
 // Acknowledge implements provider.Receiver: 200 application/json
 // {"received":true,"duplicate":…}. Senders retry anything but a 2xx, so a
 // duplicate is acknowledged like a first delivery.
 func (r *Receiver) Acknowledge(_ []provider.Event, duplicate []bool) provider.Answer {
-	body, _ := json.Marshal(Acknowledgement{Received: true, Duplicate: len(duplicate) > 0 && duplicate[0]})
-	return provider.Answer{Status: http.StatusOK, ContentType: "application/json", Body: append(body, '\n')}
+	return provider.Acknowledge(duplicate)
 }

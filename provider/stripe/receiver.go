@@ -1,7 +1,6 @@
 package stripe
 
 import (
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -47,16 +46,12 @@ func (r *Receiver) Receive(header http.Header, body []byte, now time.Time) ([]pr
 }
 
 // Acknowledgement is the body of Stripe's 200 answer.
-type Acknowledgement struct {
-	Received  bool `json:"received"`
-	Duplicate bool `json:"duplicate"`
-}
+type Acknowledgement = provider.Acknowledgement
 
 // Acknowledge implements provider.Receiver: 200
 // {"received":true,"duplicate":…}.
 func (r *Receiver) Acknowledge(_ []provider.Event, duplicate []bool) provider.Answer {
-	body, _ := json.Marshal(Acknowledgement{Received: true, Duplicate: len(duplicate) > 0 && duplicate[0]})
-	return provider.Answer{Status: http.StatusOK, ContentType: "application/json", Body: append(body, '\n')}
+	return provider.Acknowledge(duplicate)
 }
 
 // Mapper maps stored Stripe events with Effects.
