@@ -30,7 +30,9 @@ import (
 // Unknown parameters are refused, as Stripe refuses them. Every request
 // needs the API key, as a Bearer token or as the basic-auth user (stripe-go
 // sends either); otherwise 401. Errors have Stripe's shape
-// {"error":{"type":"invalid_request_error","message":…}}.
+// {"error":{"type":"invalid_request_error","message":…}}. Requests are
+// counted per route (Requests), and RateLimitNext answers the next ones 429
+// as Stripe's rate limiter does.
 //
 // POST /v1/refunds takes payment_intent or charge, amount, reason and
 // metadata[…], and refunds as Sim.Refund does (the same objects and
@@ -58,9 +60,14 @@ func (s *Sim) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Request-Id", fmt.Sprintf("req_stripesim_%d", s.reqSeq.Add(1)))
 		w.Header().Set("Stripe-Version", APIVersion)
+		_, pattern := mux.Handler(r)
+		s.countRequest(pattern)
 		if msg, ok := s.authorize(r); !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="Stripe"`)
 			writeError(w, http.StatusUnauthorized, apiError{Message: msg})
+			return
+		}
+		if s.rateLimited(w) {
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -105,6 +112,7 @@ func redactKey(k string) string {
 
 type apiError struct {
 	Code    string `json:"code,omitempty"`
+	DocURL  string `json:"doc_url,omitempty"`
 	Message string `json:"message"`
 	Param   string `json:"param,omitempty"`
 	Type    string `json:"type"`

@@ -289,6 +289,8 @@ func TestSchemaObjectsMatchStripeOpenAPI(t *testing.T) {
 		// Errors have Stripe's error shape too.
 		c.get(srv, "/v1/events/evt_missing", "/v1/events/{id}", "default")
 		c.get(srv, "/v1/balance_transactions?limit=0", "/v1/balance_transactions", "default")
+		sim.RateLimitNext(1, nil)
+		c.get(srv, "/v1/balance_transactions?limit=2", "/v1/balance_transactions", "default")
 		for _, a := range refunds {
 			status := "default"
 			if a.status == http.StatusOK {

@@ -124,6 +124,7 @@ type Sim struct {
 	payoutOf map[string]string // balance transaction id → the payout that paid it out
 
 	refundAPI refundAPIState // POST /v1/refunds: idempotency keys and test knobs
+	limits    limitState     // requests per route and queued rate limits
 }
 
 // New returns a simulator with an empty account.
