@@ -3,6 +3,7 @@ package stripe
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,10 +27,12 @@ type APIConfig struct {
 	URL string
 	// PageSize is the list page size, 1–100; 100 when zero.
 	PageSize int64
-	// HTTPClient is used for every call; stripe-go's default when nil.
+	// HTTPClient is used for every call (its transport wrapped, see
+	// NewAPI); one like stripe-go's default when nil.
 	HTTPClient *http.Client
 	// MaxNetworkRetries is stripe-go's retry count for failed requests
-	// (it retries with Stripe's idempotency and backoff rules); 2 when nil.
+	// (it retries with Stripe's idempotency and backoff rules, and
+	// rate-limited reads, see NewAPI); 2 when nil.
 	MaxNetworkRetries *int64
 	// Progress, when set, is told after each page how many records of a
 	// list have been read, for long runs.
@@ -49,6 +52,16 @@ type API struct {
 }
 
 // NewAPI returns the API client. It fails with ErrNoAPIKey.
+//
+// Retries are stripe-go's (MaxNetworkRetries, with its backoff of half a
+// second growing to five): it retries network failures, 409s, 5xx, lock
+// timeouts and any answer with Stripe-Should-Retry: true, and never one
+// with Stripe-Should-Retry: false. It leaves a rate-limited 429 alone, so
+// as not to add to the contention of an interactive caller; reconciliation
+// is a batch of reads that would only fail and start over, so a GET
+// answered 429 without the header is marked retryable before stripe-go
+// sees it, and waits out the limit in the same backoff. A 429 that says
+// Stripe-Should-Retry: false still stops at once.
 func NewAPI(cfg APIConfig) (*API, error) {
 	if strings.TrimSpace(cfg.APIKey) == "" {
 		return nil, ErrNoAPIKey
@@ -59,7 +72,7 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	}
 	bc := &stripego.BackendConfig{
 		URL:               stripego.String(url),
-		HTTPClient:        cfg.HTTPClient,
+		HTTPClient:        retryingRateLimits(cfg.HTTPClient),
 		MaxNetworkRetries: cfg.MaxNetworkRetries,
 		// stripe-go logs request failures itself; the run reports them.
 		LeveledLogger: &stripego.LeveledLogger{Level: stripego.LevelNull},
@@ -78,6 +91,43 @@ func NewAPI(cfg APIConfig) (*API, error) {
 		progress = func(string) {}
 	}
 	return &API{api: client.New(cfg.APIKey, backends), pageSize: size, progress: progress}, nil
+}
+
+// defaultHTTPTimeout is stripe-go's own for its default client.
+const defaultHTTPTimeout = 80 * time.Second
+
+// retryingRateLimits returns c (a copy; stripe-go's like default when nil)
+// whose transport marks rate-limited reads retryable (see NewAPI).
+func retryingRateLimits(c *http.Client) *http.Client {
+	var out http.Client
+	if c != nil {
+		out = *c
+	} else {
+		// As stripe-go's default: HTTP/1.1 only, since Go's HTTP/2 client
+		// can resend an empty body after a GOAWAY.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.ForceAttemptHTTP2 = false
+		t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+		out = http.Client{Timeout: defaultHTTPTimeout, Transport: t}
+	}
+	base := out.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	out.Transport = rateLimitRetry{base: base}
+	return &out
+}
+
+// rateLimitRetry is the transport of retryingRateLimits.
+type rateLimitRetry struct{ base http.RoundTripper }
+
+func (rt rateLimitRetry) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := rt.base.RoundTrip(req)
+	if err == nil && req.Method == http.MethodGet && resp.StatusCode == http.StatusTooManyRequests &&
+		resp.Header.Get("Stripe-Should-Retry") == "" {
+		resp.Header.Set("Stripe-Should-Retry", "true")
+	}
+	return resp, err
 }
 
 func (s *API) listParams(ctx context.Context) stripego.ListParams {
