@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -14,7 +15,6 @@ import (
 
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/ledger"
-	"github.com/paygate/paygate/provider/stripe"
 )
 
 // providerName is the inbox's name for the provider reconciled here.
@@ -37,6 +37,11 @@ type Config struct {
 	// PollInterval is how often the wait looks at the inbox; 100 ms when
 	// zero.
 	PollInterval time.Duration
+	// TimingWindow is how far past the day's edges the provider's records
+	// are listed to find those of the day's ledger transactions that no
+	// record of the day claimed; DefaultTimingWindow when zero, none when
+	// negative (each is then looked up on its own).
+	TimingWindow time.Duration
 	Logger       *slog.Logger
 	// Progress, when set, is told what the run is doing, a line at a time.
 	Progress func(msg string)
@@ -84,6 +89,9 @@ func New(cfg Config) *Runner {
 	}
 	if cfg.RecoveryWait == 0 {
 		cfg.RecoveryWait = DefaultRecoveryWait
+	}
+	if cfg.TimingWindow == 0 {
+		cfg.TimingWindow = DefaultTimingWindow
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 100 * time.Millisecond
@@ -173,40 +181,33 @@ func (r *Runner) Perform(ctx context.Context, runID int64) (Run, error) {
 	if err != nil {
 		return run, err
 	}
-	m := &matching{r: r, postedBy: PostedBy(run.ID), byRef: make(map[string]*ledger.Transaction, len(ledgerDay)), claimed: map[string]bool{}}
-	for i := range ledgerDay {
-		m.byRef[ledgerDay[i].Ref] = &ledgerDay[i]
+	m := newMatching(r, run.ID, ledgerDay)
+	items, err := m.records(ctx, bts)
+	if err != nil {
+		return run, err
 	}
+	r.cfg.Progress(fmt.Sprintf("matched %d balance transactions; checking the ledger's unclaimed transactions", len(bts)))
 
-	var items []Item
-	for i, bt := range bts {
-		its, err := m.record(ctx, bt)
-		if err != nil {
-			return run, err
-		}
-		items = append(items, its...)
-		if (i+1)%500 == 0 {
-			r.cfg.Progress(fmt.Sprintf("matched %d of %d balance transactions", i+1, len(bts)))
-		}
-	}
-
-	var timing []TimingDifference
+	var pending []ledger.Transaction
 	compared := 0
 	for _, tx := range ledgerDay {
 		if !Compared(tx) {
 			continue
 		}
 		compared++
-		if m.claimed[tx.Ref] {
-			continue
+		if !m.claimed[tx.Ref] {
+			pending = append(pending, tx)
 		}
-		elsewhere, found, err := m.atProvider(ctx, tx.Ref)
-		if err != nil {
-			return run, err
-		}
-		if found {
+	}
+	elsewhere, err := m.elsewhere(ctx, pending, bts, from, to)
+	if err != nil {
+		return run, err
+	}
+	var timing []TimingDifference
+	for _, tx := range pending {
+		if bt, found := elsewhere[tx.Ref]; found {
 			timing = append(timing, TimingDifference{Ref: tx.Ref, LedgerOccurredAt: tx.OccurredAt,
-				ProviderTxnID: elsewhere.ID, ProviderCreated: elsewhere.Created})
+				ProviderTxnID: bt.ID, ProviderCreated: bt.Created})
 			continue
 		}
 		items = append(items, LedgerOnly(tx))
@@ -236,200 +237,6 @@ func (r *Runner) Perform(ctx context.Context, runID int64) (Run, error) {
 	r.cfg.Logger.InfoContext(ctx, "reconciliation completed", "run_id", run.ID, "date", day,
 		"items", len(items), "matched", summary[StatusMatched], "recovered_events", recovery.Recovered)
 	return GetRun(ctx, r.cfg.Pool, run.ID)
-}
-
-// matching is one run's view of the ledger while it walks the provider's
-// records.
-type matching struct {
-	r        *Runner
-	postedBy string                         // the mark on the fees this run posts
-	byRef    map[string]*ledger.Transaction // the day's, and every ref looked up since
-	missing  map[string]bool
-	claimed  map[string]bool // refs a provider record of the day matched
-}
-
-// lookup returns the ledger transaction with ref wherever the ledger dated
-// it, nil when there is none.
-func (m *matching) lookup(ctx context.Context, ref string) (*ledger.Transaction, error) {
-	if tx, ok := m.byRef[ref]; ok {
-		return tx, nil
-	}
-	if m.missing[ref] {
-		return nil, nil
-	}
-	tx, err := ledger.TransactionByRef(ctx, m.r.cfg.Pool, ref)
-	if errors.Is(err, ledger.ErrNotFound) {
-		if m.missing == nil {
-			m.missing = map[string]bool{}
-		}
-		m.missing[ref] = true
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	m.byRef[ref] = &tx
-	return &tx, nil
-}
-
-// record matches one provider record's lines and posts its missing fees.
-func (m *matching) record(ctx context.Context, bt BalanceTransaction) ([]Item, error) {
-	lines := Lines(bt)
-	out := make([]Item, 0, len(lines))
-	paymentID := ""
-	for _, l := range lines {
-		var tx *ledger.Transaction
-		if l.Ref != "" {
-			var err error
-			if tx, err = m.lookup(ctx, l.Ref); err != nil {
-				return nil, err
-			}
-		}
-		if tx != nil {
-			m.claimed[l.Ref] = true
-			if !l.Fee {
-				paymentID = tx.PaymentID
-			}
-		}
-		if tx == nil && l.Fee && l.Ref != "" && l.Amount != 0 {
-			it, err := m.postFee(ctx, l, paymentID)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, it)
-			continue
-		}
-		if tx != nil && !l.Fee && tx.Currency != bt.Currency && bt.ExchangeRate.Valid {
-			it, err := m.settle(ctx, l, tx)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, it)
-			continue
-		}
-		it := Compare(l, tx)
-		if l.Fee && tx != nil && tx.EventID == m.postedBy && it.Status == StatusMatched {
-			it.Status = StatusFeePosted // by an earlier attempt of this run
-		}
-		out = append(out, it)
-	}
-	return out, nil
-}
-
-// postFee posts a fee the ledger lacks. When the ref turns out to be posted
-// already (a concurrent run, or different content), the item compares with
-// what the ledger holds instead.
-func (m *matching) postFee(ctx context.Context, l Line, paymentID string) (Item, error) {
-	fee := FeeTransaction(l, paymentID, m.postedBy)
-	var created bool
-	err := pgx.BeginFunc(ctx, m.r.cfg.Pool, func(tx pgx.Tx) error {
-		var err error
-		created, err = ledger.PostTx(ctx, tx, fee)
-		return err
-	})
-	if err != nil && !errors.Is(err, ledger.ErrRefConflict) {
-		return Item{}, fmt.Errorf("post fee %s: %w", l.Ref, err)
-	}
-	m.claimed[l.Ref] = true
-	delete(m.missing, l.Ref)
-	stored, rerr := ledger.TransactionByRef(ctx, m.r.cfg.Pool, l.Ref)
-	if rerr != nil {
-		return Item{}, fmt.Errorf("read fee %s: %w", l.Ref, rerr)
-	}
-	m.byRef[l.Ref] = &stored
-	it := Compare(l, &stored)
-	if (created || stored.EventID == m.postedBy) && it.Status == StatusMatched {
-		it.Status = StatusFeePosted
-	}
-	return it, nil
-}
-
-// settle matches a movement the provider booked in another currency than
-// the ledger posted it in, at the rate it reports: the ledger's conversion
-// of moved into the settlement currency (ledger.NewSettlement, refs
-// stripe:fx:<txn>:<currency>) is posted when missing, and the item compares
-// the provider's amount with the settlement leg, in the settlement
-// currency, showing the presentment side and the rate beside it.
-func (m *matching) settle(ctx context.Context, l Line, moved *ledger.Transaction) (Item, error) {
-	bt := l.BT
-	legRef := func(currency string) string { return stripe.SettlementRef(bt.ID, currency) }
-	presented := ledger.Money{Amount: Effect(*moved), Currency: moved.Currency}
-	legs := ledger.NewSettlement(legRef, moved.PaymentID, m.postedBy, presented,
-		ledger.Money{Amount: money(l.Amount, bt.Currency), Currency: bt.Currency}, bt.ExchangeRate.Decimal, bt.Created)
-	var stored [2]*ledger.Transaction
-	for i, leg := range legs {
-		tx, err := m.lookup(ctx, leg.Ref)
-		if err != nil {
-			return Item{}, err
-		}
-		stored[i] = tx
-	}
-	if stored[0] == nil || stored[1] == nil {
-		err := pgx.BeginFunc(ctx, m.r.cfg.Pool, func(tx pgx.Tx) error {
-			_, err := ledger.PostManyTx(ctx, tx, legs[:])
-			return err
-		})
-		if err != nil && !errors.Is(err, ledger.ErrRefConflict) {
-			return Item{}, fmt.Errorf("post settlement of %s: %w", bt.ID, err)
-		}
-		for i, leg := range legs {
-			delete(m.missing, leg.Ref)
-			got, err := ledger.TransactionByRef(ctx, m.r.cfg.Pool, leg.Ref)
-			if err != nil {
-				return Item{}, fmt.Errorf("read settlement %s: %w", leg.Ref, err)
-			}
-			m.byRef[leg.Ref] = &got
-			stored[i] = &got
-		}
-	}
-	for _, leg := range legs {
-		m.claimed[leg.Ref] = true
-	}
-	it := Compare(l, stored[1])
-	it.Ref = l.Ref
-	it.PresentmentCurrency = moved.Currency
-	it.PresentmentAmount = ptr(presented.Amount)
-	rate := bt.ExchangeRate.Decimal
-	it.ExchangeRate = &rate
-	if it.Status == StatusMatched && !Effect(*stored[0]).Equal(presented.Amount.Neg()) {
-		// The conversion stored earlier took another presentment amount
-		// out of the balance than the movement put in.
-		it.Status = StatusAmountMismatch
-	}
-	return it, nil
-}
-
-// atProvider looks for the provider's record of a ledger ref that no record
-// of the day claimed, on whatever day the provider booked it.
-func (m *matching) atProvider(ctx context.Context, ref string) (BalanceTransaction, bool, error) {
-	source, txnID, ok := SourceOfRef(ref)
-	if !ok {
-		return BalanceTransaction{}, false, nil
-	}
-	var candidates []BalanceTransaction
-	if txnID != "" {
-		bt, found, err := m.r.cfg.Provider.BalanceTransaction(ctx, txnID)
-		if err != nil || !found {
-			return BalanceTransaction{}, false, err
-		}
-		candidates = []BalanceTransaction{bt}
-	} else {
-		var err error
-		if candidates, err = m.r.cfg.Provider.BalanceTransactionsBySource(ctx, source); err != nil {
-			return BalanceTransaction{}, false, err
-		}
-	}
-	for _, bt := range candidates {
-		if stripe.IsSettlementRefOf(ref, bt.ID) {
-			return bt, true, nil // a leg of the record's conversion
-		}
-		for _, l := range Lines(bt) {
-			if l.Ref == ref {
-				return bt, true, nil
-			}
-		}
-	}
-	return BalanceTransaction{}, false, nil
 }
 
 // payouts summarizes what each payout of the day settled. A payout the
@@ -495,13 +302,17 @@ func (r *Runner) recoverEvents(ctx context.Context, from, to time.Time) (Recover
 	if r.cfg.Ingester == nil {
 		return rec, nil
 	}
-	for _, ev := range events {
-		_, err := inbox.Get(ctx, r.cfg.Pool, providerName, ev.ID)
-		if err == nil {
+	keys := make([]inbox.Key, len(events))
+	for i, ev := range events {
+		keys[i] = inbox.Key{Provider: providerName, EventID: ev.ID}
+	}
+	known, err := r.statuses(ctx, keys)
+	if err != nil {
+		return rec, fmt.Errorf("look up the listed events: %w", err)
+	}
+	for i, ev := range events {
+		if _, ok := known[keys[i]]; ok {
 			continue
-		}
-		if !errors.Is(err, inbox.ErrNotFound) {
-			return rec, fmt.Errorf("look up event %s: %w", ev.ID, err)
 		}
 		duplicate, err := r.cfg.Ingester.IngestEvent(ctx, ev.Payload)
 		if err != nil {
@@ -516,17 +327,24 @@ func (r *Runner) recoverEvents(ctx context.Context, from, to time.Time) (Recover
 		return rec, nil
 	}
 	r.cfg.Progress(fmt.Sprintf("recovered %d missed events; waiting for them to be processed", rec.Recovered))
-	pending := slices.Clone(rec.EventIDs)
+	pending := make([]inbox.Key, len(rec.EventIDs))
+	for i, id := range rec.EventIDs {
+		pending[i] = inbox.Key{Provider: providerName, EventID: id}
+	}
 	deadline := time.Now().Add(max(r.cfg.RecoveryWait, 0))
 	for {
+		now, err := r.statuses(ctx, pending)
+		if err != nil {
+			return rec, fmt.Errorf("look up the recovered events: %w", err)
+		}
 		still := pending[:0]
-		for _, id := range pending {
-			ev, err := inbox.Get(ctx, r.cfg.Pool, providerName, id)
-			if err != nil {
-				return rec, fmt.Errorf("look up recovered event %s: %w", id, err)
+		for _, k := range pending {
+			st, ok := now[k]
+			if !ok {
+				return rec, fmt.Errorf("look up recovered event %s: %w", k.EventID, inbox.ErrNotFound)
 			}
-			if ev.Status == inbox.StatusReceived {
-				still = append(still, id)
+			if st == inbox.StatusReceived {
+				still = append(still, k)
 			}
 		}
 		pending = still
@@ -545,4 +363,18 @@ func (r *Runner) recoverEvents(ctx context.Context, from, to time.Time) (Recover
 		r.cfg.Logger.WarnContext(ctx, "recovered events not processed before matching", "pending", rec.Pending)
 	}
 	return rec, nil
+}
+
+// statuses reads the inbox statuses of keys, a chunk of them per query,
+// without their payloads.
+func (r *Runner) statuses(ctx context.Context, keys []inbox.Key) (map[inbox.Key]inbox.Status, error) {
+	out := make(map[inbox.Key]inbox.Status, len(keys))
+	for chunk := range slices.Chunk(keys, lookupChunk) {
+		got, err := inbox.KeyStatuses(ctx, r.cfg.Pool, chunk)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, got)
+	}
+	return out, nil
 }

@@ -34,6 +34,7 @@ type testBundle struct {
 
 type setupOpts struct {
 	pageSize int64
+	retries  int64                   // stripe-go's MaxNetworkRetries; none when zero
 	sim      func(*stripesim.Config) // adjusts the simulated account
 }
 
@@ -65,7 +66,7 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 	}))
 	t.Cleanup(srv.Close)
 	provider, err := striperef.NewAPI(striperef.APIConfig{
-		APIKey: b.sim.APIKey(), URL: srv.URL, PageSize: opts.pageSize, MaxNetworkRetries: stripe.Int64(0),
+		APIKey: b.sim.APIKey(), URL: srv.URL, PageSize: opts.pageSize, MaxNetworkRetries: stripe.Int64(opts.retries),
 	})
 	require.NoError(t, err)
 	b.runner = reconcile.New(reconcile.Config{
