@@ -32,11 +32,20 @@
 // The ledger is looked up by ref wherever it dated the movement (a capture
 // posted at 23:59:59 from the charge's creation time can be on the provider's
 // next day). Ledger transactions of the day that no provider record of the
-// day claimed are checked against the provider by their source object before
-// they are reported missing_at_provider: a record the provider booked on
-// another day (a manual capture days after the authorization) is a timing
-// difference, listed in the report and matched by that day's run, not an
-// item of this one.
+// day claimed are looked for at the provider before they are reported
+// missing_at_provider: first in its records of the hour past each edge of
+// the day (Config.TimingWindow; one list, not a request each), then, for
+// the few neither answers, by their source object or balance transaction.
+// A record the provider booked on another day (a payout created before
+// midnight and booked after it) is a timing difference, listed in the
+// report and matched by that day's run, not an item of this one.
+//
+// A run costs the same number of queries, transactions and provider
+// requests however large the day, but for the list pages (a request per
+// 100 records) and a statement per thousand refs or events: the inbox
+// statuses of the listed events, the ledger refs the records need, and the
+// fees and conversions to post are each handled as one set. Stripe's rate
+// limits are waited out by the provider's client (provider/stripe).
 //
 // Amounts are decimals in the currency's major unit, converted from the
 // provider's minor units with ledger.FromMinor; no floats.
