@@ -1,30 +1,51 @@
 #!/usr/bin/env bash
-# `make bench`: paygate's ingest and end-to-end throughput against
-# PostgreSQL's own limit, measured in one run (see docs/performance.md).
+# `make bench`: paygate's ingest and end-to-end throughput, sent by wrk,
+# against the machine's own limits measured in the same run (see
+# docs/performance.md).
 #
-#   1. builds paygate and cmd/loadgen into tmp/bench/ (bin/ is left alone);
-#   2. drops and recreates the database paygate_bench on the server
-#      scripts/db.sh finds (never $DATABASE_URL's database), and migrates it;
-#   3. runs the pgbench baseline: 32 clients, each transaction the naive
-#      ingest shape (one inbox_events row and one river_job row, committed
-#      with fsync), into the real tables of the migrated bench database, then
-#      empties them;
-#   4. starts `paygate serve` on that database and drives it with
-#      the load generator (pre-signed simulator events);
-#   5. stops paygate, runs the pgbench baseline once more, and prints the
-#      table, the ratios against the mean of the two baselines.
+#   1. installs wrk (scripts/wrk.sh) and builds paygate and cmd/loadgen into
+#      tmp/bench/ (bin/ is left alone);
+#   2. drops, recreates and migrates the database paygate_bench on the server
+#      scripts/db.sh finds (never $DATABASE_URL's database), unless
+#      BENCH_DATABASE_KEEP=1; and paygate_bench_pgbench, migrated the same
+#      way, for the pgbench anchors (dropped at the end);
+#   3. anchors: pgbench of the one-event transaction
+#      (scripts/bench_naive_ingest.sql), of the same rows 32 to a
+#      transaction (scripts/bench_batch_ingest.sql), and the floor server
+#      (`loadgen floor`, no database) under wrk at each connection count;
+#   4. one `paygate serve`, wrk straight to it at each connection count
+#      (`loadgen run`: distinct pre-signed events, until every one is
+#      acknowledged, then until none is left `received`), then paced at
+#      1,000 events/s for latency;
+#   5. scale-out: 1, 2 and 4 instances on the same database behind
+#      `loadgen proxy`, at 64 and 256 connections;
+#   6. the one-event pgbench again (the ratios use the mean of both), and
+#      the table (tmp/bench/report.txt).
 #
-# Knobs (environment): BENCH_PAYMENTS (12000), BENCH_CONCURRENCY (256),
-# BENCH_RATE (1000 events/s offered), BENCH_RATE_SECONDS (10),
-# BENCH_PGBENCH_SECONDS (15), BENCH_PROFILE=1 saves a CPU profile of the
-# throughput phase in tmp/bench/cpu.pprof, BENCH_INGEST=tx builds paygate with
-# one transaction per event instead of group commit, for comparison.
-# Logs go to tmp/bench/ (git-ignored).
+# Knobs (environment):
+#   BENCH_LEVELS (16,64,256)      wrk connection counts
+#   BENCH_SECONDS (10)            about how long each level sends
+#   BENCH_EXPECT (16=2500,64=4500,256=7000)  expected events/s, to size levels
+#   BENCH_RATE (1000), BENCH_RATE_SECONDS (10), BENCH_RATE_CONNECTIONS (64)
+#                                 the paced latency run (BENCH_RATE=0 skips it)
+#   BENCH_WARMUP (5000)           events applied, then ANALYZE, before measuring
+#   BENCH_PGBENCH_SECONDS (10)    each pgbench run
+#   BENCH_FLOOR=0                 skips the floor server
+#   BENCH_SCALEOUT=0              skips scale-out; BENCH_SCALEOUT_INSTANCES
+#                                 (1 2 4), BENCH_SCALEOUT_LEVELS (64,256)
+#   BENCH_DATABASE_KEEP=1         uses paygate_bench as it is: no drop, no
+#                                 truncate (a filled database, for growth runs)
+#   BENCH_PROFILE=1               CPU profile of paygate at the highest level
+#                                 (tmp/bench/cpu.pprof)
+#   BENCH_INGEST=tx               paygate built with one transaction per event
+# Raw outputs (wrk's, pgbench's, the servers' logs, results.json) go to
+# tmp/bench/ (git-ignored).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 out="$root/tmp/bench"
 mkdir -p "$out"
+rm -f "$out"/wrk-*.txt "$out"/pgbench-*.log "$out"/results.json "$out"/report.txt
 say() { echo "bench: $*" >&2; }
 
 find_pg_bin() {
@@ -37,6 +58,15 @@ find_pg_bin() {
 }
 pgbench=$(find_pg_bin pgbench) || { say "pgbench not found (Debian: apt-get install postgresql-client)"; exit 1; }
 psql=$(find_pg_bin psql) || { say "psql not found"; exit 1; }
+wrkver=$(scripts/wrk.sh)
+say "wrk $wrkver"
+
+levels=${BENCH_LEVELS:-16,64,256}
+seconds=${BENCH_SECONDS:-10}
+expect=${BENCH_EXPECT:-16=2500,64=4500,256=7000}
+pgsecs=${BENCH_PGBENCH_SECONDS:-10}
+secret=whsec_bench_paygate
+token=bench-ops-token
 
 say "building"
 ldflags=""
@@ -45,62 +75,144 @@ go build -ldflags "$ldflags" -o "$out/paygate" ./cmd/paygate
 go build -o "$out/loadgen" ./cmd/loadgen
 
 db=paygate_bench
-url=$(DATABASE_URL= scripts/db.sh "$db")
+anchor=paygate_bench_pgbench
+url=$(DATABASE_URL='' scripts/db.sh "$db")
 admin="${url/\/$db\?/\/postgres?}"
-say "recreating database $db"
-"$psql" "$admin" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
-url=$(DATABASE_URL= scripts/db.sh "$db" 2>/dev/null)
+[[ "$admin" != "$url" ]] || admin="${url%/"$db"}/postgres"
+if [[ "${BENCH_DATABASE_KEEP:-}" == 1 ]]; then
+  say "using database $db as it is (BENCH_DATABASE_KEEP=1)"
+else
+  say "recreating database $db"
+  "$psql" "$admin" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+  url=$(DATABASE_URL='' scripts/db.sh "$db" 2>/dev/null)
+fi
 DATABASE_URL="$url" "$out/paygate" migrate >"$out/migrate.log" 2>&1
+# fresh_anchor: the pgbench database, recreated and migrated as paygate's
+# before each pgbench run, so that each run starts alike whatever the
+# previous one wrote.
+fresh_anchor() {
+  "$psql" "$admin" -qc "DROP DATABASE IF EXISTS $anchor WITH (FORCE)" >/dev/null 2>&1
+  anchor_url=$(DATABASE_URL='' scripts/db.sh "$anchor" 2>/dev/null)
+  DATABASE_URL="$anchor_url" "$out/paygate" migrate >"$out/migrate-pgbench.log" 2>&1
+  "$psql" "$anchor_url" -qc "CHECKPOINT" >/dev/null
+}
+
+pids=()
+stop_all() {
+  local p
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+cleanup() {
+  stop_all
+  "$psql" "$admin" -qc "DROP DATABASE IF EXISTS $anchor WITH (FORCE)" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
 
 pgver=$("$psql" "$url" -tAc "SHOW server_version")
 fsync=$("$psql" "$url" -tAc "SHOW fsync")
 synccommit=$("$psql" "$url" -tAc "SHOW synchronous_commit")
+stored=$("$psql" "$url" -tAc "SELECT reltuples::bigint FROM pg_class WHERE relname = 'inbox_events'")
 hostport=$(sed -E 's|^postgres(ql)?://[^@]*@([^/]*)/.*$|\2|' <<<"$url")
 host=${hostport%:*}
 port=${hostport##*:}
+mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
+title="paygate make bench, $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'), ingest=${BENCH_INGEST:-batch}
+machine: nproc $(nproc), MemTotal $mem, load average $(cut -d' ' -f1-3 /proc/loadavg), PostgreSQL $pgver (fsync=$fsync, synchronous_commit=$synccommit), wrk $wrkver, inbox rows at start ~$((stored < 0 ? 0 : stored))"
 
-secs=${BENCH_PGBENCH_SECONDS:-15}
-baseline() { # prints the tps of one pgbench run of the naive transaction
-  "$pgbench" -h "$host" -p "$port" -U postgres -n -c 32 -j 2 -T "$secs" \
-    -f scripts/bench_naive_ingest.sql "$db" >"$out/pgbench-$1.log" 2>&1 || { cat "$out/pgbench-$1.log" >&2; return 1; }
-  local tps
-  tps=$(sed -nE 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' "$out/pgbench-$1.log")
-  [[ -n "$tps" ]] || { cat "$out/pgbench-$1.log" >&2; say "could not read pgbench's tps"; return 1; }
-  say "pgbench ($1): $tps tps"
+# pgbench_run NAME SCRIPT [pgbench args…]: prints the tps of one pgbench
+# run on a fresh anchor database. keys=1 when the schema keeps the dedupe
+# key in inbox_event_keys (the scripts then write the rows paygate writes).
+anchor_url=""
+pgbench_run() {
+  local name="$1" script="$2" tps keys
+  shift 2
+  fresh_anchor
+  keys=$("$psql" "$anchor_url" -tAc "SELECT count(*) FROM pg_class WHERE relname = 'inbox_event_keys'")
+  "$pgbench" -h "$host" -p "$port" -U postgres -n -c 32 -j 2 -T "$pgsecs" -D "keys=$keys" "$@" \
+    -f "$script" "$anchor" >"$out/pgbench-$name.log" 2>&1 || { cat "$out/pgbench-$name.log" >&2; return 1; }
+  tps=$(sed -nE 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' "$out/pgbench-$name.log")
+  [[ -n "$tps" ]] || { cat "$out/pgbench-$name.log" >&2; say "could not read pgbench's tps"; return 1; }
+  grep -q '^number of failed transactions: 0 ' "$out/pgbench-$name.log" || { cat "$out/pgbench-$name.log" >&2; say "pgbench $name: failed transactions"; return 1; }
+  say "pgbench $name: $tps tps"
   echo "$tps"
 }
-say "pgbench baseline: 32 clients, ${secs}s, scripts/bench_naive_ingest.sql, before and after paygate"
-tps_before=$(baseline before)
-"$psql" "$url" -qc "TRUNCATE inbox_events, river_job RESTART IDENTITY" -c "CHECKPOINT" >/dev/null
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-addr_port=18080
-while ! port_free "$addr_port"; do addr_port=$((addr_port + 1)); done
-secret=whsec_bench_paygate
-token=bench-ops-token
-say "starting paygate serve on 127.0.0.1:$addr_port (log: tmp/bench/paygate.log)"
-DATABASE_URL="$url" PAYGATE_ADDR="127.0.0.1:$addr_port" PAYGATE_STRIPE_WEBHOOK_SECRETS="$secret" \
-  PAYGATE_OPS_TOKENS="$token" "$out/paygate" serve >"$out/paygate.log" 2>&1 &
-pid=$!
-stop() { kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; }
-trap stop EXIT
-for _ in $(seq 100); do
-  curl -fsS "http://127.0.0.1:$addr_port/readyz" >/dev/null 2>&1 && break
-  kill -0 "$pid" 2>/dev/null || { tail -20 "$out/paygate.log" >&2; exit 1; }
-  sleep 0.1
-done
+next_port=18080
+free_port() {
+  while ! port_free "$next_port"; do next_port=$((next_port + 1)); done
+  echo "$next_port"
+  next_port=$((next_port + 1))
+}
+wait_ready() { # URL PID LOG
+  local _
+  for _ in $(seq 200); do
+    curl -fsS "$1" >/dev/null 2>&1 && return 0
+    kill -0 "$2" 2>/dev/null || { tail -20 "$3" >&2; return 1; }
+    sleep 0.1
+  done
+  say "$1 not ready after 20 s"; tail -20 "$3" >&2; return 1
+}
+# start_paygate NAME: starts one `paygate serve`; sets started_pid and
+# started_base.
+start_paygate() {
+  local p log="$out/paygate-$1.log"
+  p=$(free_port)
+  DATABASE_URL="$url" PAYGATE_ADDR="127.0.0.1:$p" PAYGATE_STRIPE_WEBHOOK_SECRETS="$secret" \
+    PAYGATE_OPS_TOKENS="$token" "$out/paygate" serve >"$log" 2>&1 &
+  started_pid=$!
+  pids+=("$started_pid")
+  started_base="http://127.0.0.1:$p"
+  wait_ready "$started_base/readyz" "$started_pid" "$log"
+}
+run_loadgen() { "$out/loadgen" run -secret "$secret" -database-url "$url" -out "$out" -save "$out/results.json" \
+  -script scripts/bench.lua -seconds "$seconds" -expect "$expect" "$@"; }
 
+say "pgbench anchors: 32 clients, ${pgsecs}s each, on $anchor"
+single_before=$(pgbench_run single-before scripts/bench_naive_ingest.sql)
+batch=$(pgbench_run batch scripts/bench_batch_ingest.sql -D batch=32)
+
+if [[ "${BENCH_FLOOR:-1}" != 0 ]]; then
+  p=$(free_port)
+  "$out/loadgen" floor -addr "127.0.0.1:$p" -secrets "$secret" >"$out/floor.log" 2>&1 &
+  pids+=($!)
+  wait_ready "http://127.0.0.1:$p/healthz" "$!" "$out/floor.log"
+  say "floor server on 127.0.0.1:$p"
+  "$out/loadgen" run -floor -label floor -url "http://127.0.0.1:$p/webhooks/stripe" -secret "$secret" \
+    -out "$out" -save "$out/results.json" -script scripts/bench.lua -seconds "$seconds" -levels "$levels" -rate 0
+  stop_all
+fi
+
+say "paygate, one instance (log: tmp/bench/paygate-1.log)"
+start_paygate 1
 profile=()
 [[ -n "${BENCH_PROFILE:-}" ]] && profile=(-cpuprofile "$out/cpu.pprof" -ops-token "$token")
-mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)
-title="paygate make bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $mem RAM, PostgreSQL $pgver (fsync=$fsync, synchronous_commit=$synccommit), ingest=${BENCH_INGEST:-batch}"
-"$out/loadgen" -url "http://127.0.0.1:$addr_port/webhooks/stripe" -secret "$secret" -database-url "$url" \
-  -payments "${BENCH_PAYMENTS:-12000}" -concurrency "${BENCH_CONCURRENCY:-256}" \
-  -rate "${BENCH_RATE:-1000}" -rate-duration "${BENCH_RATE_SECONDS:-10}s" \
-  -pid "$pid" -title "$title" -save "$out/results.json" "${profile[@]}"
-stop
-trap - EXIT
-# The second baseline, with paygate stopped, brackets the measurement: on a
-# shared machine the load drifts, and the ratios use the mean of the two.
-tps_after=$(baseline after)
-"$out/loadgen" -report "$out/results.json" -pgbench-tps "$tps_before,$tps_after"
+run_loadgen -label paygate -url "$started_base/webhooks/stripe" -levels "$levels" -pids "$started_pid" \
+  -warmup "${BENCH_WARMUP:-5000}" -rate "${BENCH_RATE:-1000}" -rate-seconds "${BENCH_RATE_SECONDS:-10}" \
+  -rate-connections "${BENCH_RATE_CONNECTIONS:-64}" "${profile[@]}"
+stop_all
+
+if [[ "${BENCH_SCALEOUT:-1}" != 0 ]]; then
+  for n in ${BENCH_SCALEOUT_INSTANCES:-1 2 4}; do
+    say "scale-out: $n instance(s) behind the proxy"
+    backends=() started=()
+    for i in $(seq "$n"); do
+      start_paygate "scale$n-$i"
+      backends+=("$started_base") started+=("$started_pid")
+    done
+    p=$(free_port)
+    "$out/loadgen" proxy -addr "127.0.0.1:$p" -backends "$(IFS=,; echo "${backends[*]}")" >"$out/proxy-$n.log" 2>&1 &
+    pids+=($!)
+    wait_ready "http://127.0.0.1:$p/readyz" "$!" "$out/proxy-$n.log"
+    run_loadgen -label "scale-$n" -proxied -instances "$n" -url "http://127.0.0.1:$p/webhooks/stripe" \
+      -metrics "$(IFS=,; echo "${backends[*]}")" -pids "$(IFS=,; echo "${started[*]}")" \
+      -levels "${BENCH_SCALEOUT_LEVELS:-64,256}" -warmup 0 -rate 0
+    stop_all
+  done
+fi
+
+single_after=$(pgbench_run single-after scripts/bench_naive_ingest.sql)
+"$out/loadgen" report -results "$out/results.json" -pgbench-single "$single_before,$single_after" \
+  -pgbench-batch "$batch" -batch-size 32 -title "$title" | tee "$out/report.txt"

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// anchors are the machine's limits measured in the same run.
+type anchors struct {
+	pgbenchSingle []float64 // tps of the one-event transaction, each run
+	pgbenchBatch  float64   // tps of the batched transaction
+	batchSize     int       // events per batched transaction
+}
+
+// single is the mean of the one-event pgbench runs: on a shared machine
+// the load drifts, and the runs bracket the measurement.
+func (a anchors) single() float64 {
+	var sum float64
+	for _, v := range a.pgbenchSingle {
+		sum += v
+	}
+	if len(a.pgbenchSingle) == 0 {
+		return 0
+	}
+	return sum / float64(len(a.pgbenchSingle))
+}
+
+func (a anchors) batchEvents() float64 { return a.pgbenchBatch * float64(a.batchSize) }
+
+func reportCommand(args []string) error {
+	fs := flag.NewFlagSet("report", flag.ExitOnError)
+	path := fs.String("results", "tmp/bench/results.json", "the measurements saved by loadgen run")
+	single := fs.String("pgbench-single", "", "tps of the one-event-per-transaction pgbench runs, comma-separated (the ratios use their mean)")
+	batch := fs.Float64("pgbench-batch", 0, "tps of the batched pgbench run")
+	batchSize := fs.Int("batch-size", 32, "events per transaction of the batched pgbench run")
+	title := fs.String("title", "", "lines printed above the table (\\n separates them)")
+	_ = fs.Parse(args)
+	b, err := os.ReadFile(*path)
+	if err != nil {
+		return err
+	}
+	var r results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("read %s: %w", *path, err)
+	}
+	a := anchors{pgbenchBatch: *batch, batchSize: *batchSize}
+	for _, v := range strings.Split(*single, ",") {
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f > 0 {
+			a.pgbenchSingle = append(a.pgbenchSingle, f)
+		}
+	}
+	if *title != "" {
+		fmt.Println(strings.ReplaceAll(*title, `\n`, "\n"))
+	}
+	bad := report(os.Stdout, r, a)
+	if bad > 0 {
+		return fmt.Errorf("%d requests were not answered 2xx or failed at the socket", bad)
+	}
+	return nil
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT MET"
+}
+
+// report prints the table and returns how many paygate requests were not
+// answered 2xx or failed at the socket.
+func report(out io.Writer, r results, a anchors) int64 {
+	base := a.single()
+	ratio := func(v float64) string {
+		if base <= 0 || v <= 0 {
+			return "-"
+		}
+		return strconv.FormatFloat(v/base, 'f', 2, 64) + "×"
+	}
+	var floor, main *series
+	var scale []*series
+	for i := range r.Series {
+		s := &r.Series[i]
+		switch {
+		case s.Floor:
+			floor = s
+		case s.Proxied:
+			scale = append(scale, s)
+		case main == nil:
+			main = s
+		}
+	}
+	slices.SortFunc(scale, func(x, y *series) int { return x.Instances - y.Instances })
+
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "\nanchors (same run)\tevents/s\t")
+	if len(a.pgbenchSingle) > 0 {
+		var shown []string
+		for _, v := range a.pgbenchSingle {
+			shown = append(shown, strconv.FormatFloat(v, 'f', 0, 64))
+		}
+		fmt.Fprintf(w, "pgbench, 1 event per transaction, 32 clients (tps %s; mean)\t%.0f\t\n", strings.Join(shown, ", "), base)
+	}
+	if a.pgbenchBatch > 0 {
+		fmt.Fprintf(w, "pgbench, %d events per transaction, 32 clients (%.0f tps)\t%.0f\t\n", a.batchSize, a.pgbenchBatch, a.batchEvents())
+	}
+	var floorAt = map[int]float64{}
+	if floor != nil {
+		for _, lv := range floor.Levels {
+			floorAt[lv.Connections] = lv.Wrk.RequestsPerS
+			fmt.Fprintf(w, "floor server, wrk -c%d (req/s; p99 %.1f ms, non-2xx %d, socket errors %d)\t%.0f\t\n",
+				lv.Connections, lv.Wrk.P99, lv.Wrk.Non2xx, lv.Wrk.socketErrors(), lv.Wrk.RequestsPerS)
+		}
+	}
+	w.Flush()
+
+	var bad int64
+	levels := func(title string, s *series, ref *series) {
+		fmt.Fprintf(out, "\n%s\n", title)
+		w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		head := "conns\tevents\tingest/s\t×pg1\tp50 ms\tp90 ms\tp99 ms\tmax ms\tnon-2xx\tsock err\te2e/s\t×pg1\tingest txns\tev/txn\tapply txns\tev/txn\t"
+		if ref != nil {
+			head += "ingest vs 1\te2e vs 1\t"
+		}
+		fmt.Fprintln(w, head)
+		for _, lv := range s.Levels {
+			bad += lv.Wrk.Non2xx + lv.Wrk.socketErrors()
+			e2e := lv.e2e()
+			line := fmt.Sprintf("%d\t%d\t%.0f\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t%.0f\t%s\t%.0f\t%s\t",
+				lv.Connections, lv.Events, lv.Wrk.RequestsPerS, ratio(lv.Wrk.RequestsPerS),
+				lv.Wrk.P50, lv.Wrk.P90, lv.Wrk.P99, lv.Wrk.Max, lv.Wrk.Non2xx, lv.Wrk.socketErrors(),
+				orDash(e2e, 0), ratio(e2e), lv.Ingest.Count, mean(lv.Ingest), lv.Apply.Count, mean(lv.Apply))
+			if ref != nil {
+				if rl := ref.level(lv.Connections); rl != nil {
+					line += fmt.Sprintf("%s\t%s\t", times(lv.Wrk.RequestsPerS, rl.Wrk.RequestsPerS), times(e2e, rl.e2e()))
+				} else {
+					line += "-\t-\t"
+				}
+			}
+			fmt.Fprintln(w, line)
+			if lv.Stored != 0 && lv.Stored < lv.Events {
+				fmt.Fprintf(w, "\t(only %d of the %d events are in the inbox)\t\n", lv.Stored, lv.Events)
+			}
+		}
+		w.Flush()
+		if len(s.PeakRSS) > 0 {
+			var mib []string
+			for _, v := range s.PeakRSS {
+				mib = append(mib, strconv.FormatFloat(float64(v)/(1<<20), 'f', 0, 64))
+			}
+			fmt.Fprintf(out, "peak RSS (VmHWM) of each instance: %s MiB; poison events: %d\n", strings.Join(mib, ", "), s.Poison)
+		}
+	}
+	if main != nil {
+		levels(fmt.Sprintf("paygate, %d instance, wrk -t2 straight to it (events/s; latencies are wrk's)", main.Instances), main, nil)
+		if p := main.Paced; p != nil {
+			bad += p.Wrk.Non2xx + p.Wrk.socketErrors()
+			fmt.Fprintf(out, "paced: %d events/s offered over %d connections (wrk delay(), closed loop): achieved %.0f/s, p50 / p90 / p99 / max %.1f / %.1f / %.1f / %.1f ms, non-2xx %d, socket errors %d\n",
+				p.Offered, p.Connections, p.Wrk.RequestsPerS, p.Wrk.P50, p.Wrk.P90, p.Wrk.P99, p.Wrk.Max, p.Wrk.Non2xx, p.Wrk.socketErrors())
+		}
+	}
+	var one *series
+	for _, s := range scale {
+		if s.Instances == 1 {
+			one = s
+		}
+	}
+	for _, s := range scale {
+		levels(fmt.Sprintf("scale-out: %d instance(s) on one database behind the proxy (vs 1: against 1 instance behind the same proxy)", s.Instances), s, one)
+	}
+
+	// Targets.
+	fmt.Fprintln(out, "\ntargets")
+	w = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	if main != nil {
+		if lv := main.level(64); lv != nil {
+			fmt.Fprintf(w, "64 connections: ingest ≥ 2.5× pgbench single\t%s\t%s\t\n", ratio(lv.Wrk.RequestsPerS), verdict(base > 0 && lv.Wrk.RequestsPerS >= 2.5*base))
+			fmt.Fprintf(w, "64 connections: end-to-end ≥ 1.0× pgbench single\t%s\t%s\t\n", ratio(lv.e2e()), verdict(base > 0 && lv.e2e() >= base))
+		}
+		if lv := main.level(256); lv != nil {
+			limit, what := a.batchEvents(), fmt.Sprintf("pgbench-%d", a.batchSize)
+			if f, ok := floorAt[256]; ok && (limit <= 0 || f < limit) {
+				limit, what = f, "floor"
+			}
+			if limit > 0 {
+				fmt.Fprintf(w, "256 connections: ingest ≥ 25 %% of the lower limit (%s, %.0f/s)\t%.1f %%\t%s\t\n", what, limit, 100*lv.Wrk.RequestsPerS/limit, verdict(lv.Wrk.RequestsPerS >= 0.25*limit))
+			}
+		}
+		if p := main.Paced; p != nil {
+			fmt.Fprintf(w, "p99 ≤ 50 ms at %d events/s offered (achieved %.0f/s)\t%.1f ms\t%s\t\n", p.Offered, p.Wrk.RequestsPerS, p.Wrk.P99, verdict(p.Wrk.P99 <= 50))
+		}
+		if len(main.PeakRSS) > 0 {
+			rss := slices.Max(main.PeakRSS)
+			fmt.Fprintf(w, "peak RSS ≤ 200 MiB (VmHWM)\t%.0f MiB\t%s\t\n", float64(rss)/(1<<20), verdict(rss <= 200<<20))
+		}
+	}
+	fmt.Fprintf(w, "zero non-2xx (and zero socket errors), every paygate run\t%d\t%s\t\n", bad, verdict(bad == 0))
+	w.Flush()
+	return bad
+}
+
+// e2e is distinct events per second from the first send until none was
+// left `received`; 0 when not measured.
+func (lv level) e2e() float64 {
+	if lv.E2ESeconds <= 0 {
+		return 0
+	}
+	return float64(lv.Events) / lv.E2ESeconds
+}
+
+func (s *series) level(conns int) *level {
+	for i := range s.Levels {
+		if s.Levels[i].Connections == conns {
+			return &s.Levels[i]
+		}
+	}
+	return nil
+}
+
+func mean(b batchStats) string {
+	if b.Count <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(b.Events/b.Count, 'f', 1, 64)
+}
+
+func times(v, of float64) string {
+	if v <= 0 || of <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(v/of, 'f', 2, 64) + "×"
+}
+
+func orDash(v float64, prec int) string {
+	if v <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	mrand "math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/paygate/paygate/internal/stripesim"
+)
+
+// delivery is one simulated Stripe event.
+type delivery struct {
+	id      string
+	payload []byte
+}
+
+// eventsPerPayment is about how many events a payment of generate's mix
+// makes (two, and four more for a tenth of them).
+const eventsPerPayment = 2.4
+
+// distinctEvents returns n distinct events of the usual mix from a new
+// simulator with a random seed, so that no two runs, levels or instances
+// send the same event id (paygate would answer it as a duplicate).
+func distinctEvents(n int, refundShare float64) []delivery {
+	sim := stripesim.New(stripesim.Config{WebhookSecret: "unused"})
+	rng := mrand.New(mrand.NewPCG(uint64(sim.Seed()), 0xbe5c4))
+	var out []delivery
+	for len(out) < n {
+		out = append(out, generate(sim, rng, int(float64(n-len(out))/eventsPerPayment)+1, refundShare)...)
+	}
+	return out[:n]
+}
+
+// generate scripts payments on the simulator and returns their events,
+// shuffled: Stripe promises no order, and interleaving spreads the
+// payments' locks. Each payment is a charge.succeeded and a
+// payment_intent.succeeded, with a receipt email; refundShare of them are
+// refunded in full (refund.created, charge.refunded, refund.updated,
+// charge.refund.updated).
+func generate(sim *stripesim.Sim, rng *mrand.Rand, payments int, refundShare float64) []delivery {
+	before := len(sim.Events())
+	currencies := []string{"usd", "usd", "usd", "eur", "gbp", "jpy"}
+	for i := range payments {
+		p := sim.Pay(stripesim.PayOpts{
+			Amount:   int64(500 + rng.IntN(50000)),
+			Currency: currencies[rng.IntN(len(currencies))],
+			Email:    fmt.Sprintf("customer%d@example.com", i),
+		})
+		if rng.Float64() < refundShare {
+			sim.Refund(p, 0)
+		}
+	}
+	all := sim.Events()[before:]
+	out := make([]delivery, len(all))
+	for i, e := range all {
+		out[i] = delivery{id: e.ID, payload: e.Payload}
+	}
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// request serializes d as the HTTP/1.1 request Stripe would send to
+// target, signed with secret at the time at.
+func request(d delivery, secret string, target *url.URL, at time.Time) []byte {
+	sig := stripesim.SignedRequest(d.payload, secret, at)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nUser-Agent: Stripe/1.0 (+https://stripe.com/docs/webhooks)\r\n%s: %s\r\nContent-Length: %d\r\n\r\n",
+		target.RequestURI(), target.Host, stripesim.SignatureHeader, sig, len(d.payload))
+	b.Write(d.payload)
+	return b.Bytes()
+}
+
+// writeRequests signs every delivery now and writes them for
+// scripts/bench.lua: prefix.0 … prefix.<threads-1>, delivery i in the file
+// of thread i%threads, each record its length in eight digits then the
+// request. It removes the done markers of an earlier run with the prefix.
+func writeRequests(prefix string, ds []delivery, threads int, secret string, target *url.URL) error {
+	if err := os.MkdirAll(filepath.Dir(prefix), 0o755); err != nil {
+		return err
+	}
+	now := time.Now()
+	for t := range threads {
+		_ = os.Remove(fmt.Sprintf("%s.done.%d", prefix, t))
+		f, err := os.Create(fmt.Sprintf("%s.%d", prefix, t))
+		if err != nil {
+			return err
+		}
+		w := bufio.NewWriterSize(f, 1<<20)
+		for i := t; i < len(ds); i += threads {
+			req := request(ds[i], secret, target, now)
+			if len(req) > 99_999_999 {
+				f.Close()
+				return fmt.Errorf("event %s: request of %d bytes", ds[i].id, len(req))
+			}
+			fmt.Fprintf(w, "%08d", len(req))
+			w.Write(req)
+		}
+		if err := w.Flush(); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,467 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paygate/paygate/internal/stripesim"
+)
+
+// floorRequests are the distinct requests the floor server is sent, round
+// and round.
+const floorRequests = 20000
+
+type runOptions struct {
+	url          string
+	metrics      string
+	secret       string
+	databaseURL  string
+	levels       string
+	seconds      float64
+	expect       string
+	threads      int
+	wrk, script  string
+	out          string
+	label        string
+	instances    int
+	proxied      bool
+	floor        bool
+	warmup       int
+	refundShare  float64
+	rate         int
+	rateSeconds  float64
+	rateConns    int
+	settle       time.Duration
+	pids         string
+	save         string
+	profileOut   string
+	profileToken string
+}
+
+func runCommand(args []string) error {
+	var o runOptions
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	fs.StringVar(&o.url, "url", "http://127.0.0.1:8080/webhooks/stripe", "the Stripe webhook endpoint wrk sends to (paygate, the proxy or the floor server)")
+	fs.StringVar(&o.metrics, "metrics", "", "comma-separated base URLs of the paygate instances, for /metrics and /debug/pprof/ (default: -url's)")
+	fs.StringVar(&o.secret, "secret", stripesim.DefaultWebhookSecret, "webhook signing secret (one of PAYGATE_STRIPE_WEBHOOK_SECRETS)")
+	fs.StringVar(&o.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "paygate's database, to wait for every event to be applied (empty: ingest only)")
+	fs.StringVar(&o.levels, "levels", "16,64,256", "wrk connection counts, comma-separated")
+	fs.Float64Var(&o.seconds, "seconds", 10, "about how long each level runs: events = seconds × the rate -expect gives")
+	fs.StringVar(&o.expect, "expect", "16=2500,64=4500,256=7000", "expected ingest events/s by connection count (others: interpolated), to size each level")
+	fs.IntVar(&o.threads, "threads", 2, "wrk threads (-t)")
+	fs.StringVar(&o.wrk, "wrk", "wrk", "wrk binary")
+	fs.StringVar(&o.script, "script", "scripts/bench.lua", "wrk script")
+	fs.StringVar(&o.out, "out", "tmp/bench", "directory of the request files and of wrk's outputs")
+	fs.StringVar(&o.label, "label", "paygate", "name of this series in the saved measurements")
+	fs.IntVar(&o.instances, "instances", 1, "paygate instances behind -url (for the report)")
+	fs.BoolVar(&o.proxied, "proxied", false, "-url is the proxy (for the report)")
+	fs.BoolVar(&o.floor, "floor", false, "-url is the floor server: requests are sent round and round for -seconds, nothing is stored")
+	fs.IntVar(&o.warmup, "warmup", 5000, "events ingested and applied, then ANALYZE, before measuring (needs -database-url)")
+	fs.Float64Var(&o.refundShare, "refunds", 0.1, "share of payments refunded (4 more events each)")
+	fs.IntVar(&o.rate, "rate", 1000, "events/s offered in the latency run (0 skips it)")
+	fs.Float64Var(&o.rateSeconds, "rate-seconds", 10, "length of the latency run")
+	fs.IntVar(&o.rateConns, "rate-connections", 64, "wrk connections of the latency run")
+	fs.DurationVar(&o.settle, "settle-timeout", 3*time.Minute, "longest wait for every event to be applied")
+	fs.StringVar(&o.pids, "pids", "", "comma-separated process ids of the paygate instances, for their peak RSS")
+	fs.StringVar(&o.save, "save", "tmp/bench/results.json", "the measurements file this series is added to (replacing one of the same label)")
+	fs.StringVar(&o.profileOut, "cpuprofile", "", "save a CPU profile of the first instance during the highest level here (needs -ops-token)")
+	fs.StringVar(&o.profileToken, "ops-token", "", "an ops bearer token, for /debug/pprof/")
+	_ = fs.Parse(args)
+
+	s, err := run(context.Background(), o)
+	if err != nil {
+		return err
+	}
+	return saveSeries(o.save, s)
+}
+
+// series is one set of measurements: a server, a number of instances, and
+// a result per connection count.
+type series struct {
+	Label     string  `json:"label"`
+	Floor     bool    `json:"floor"`
+	Instances int     `json:"instances"`
+	Proxied   bool    `json:"proxied"`
+	Levels    []level `json:"levels"`
+	Paced     *level  `json:"paced,omitempty"`
+	PeakRSS   []int64 `json:"peak_rss_bytes,omitempty"` // per instance
+	Poison    int     `json:"poison"`
+}
+
+// level is one wrk run and what followed it.
+type level struct {
+	Connections int       `json:"connections"`
+	Events      int       `json:"events"` // distinct events sent (the floor: requests in the files)
+	Offered     int       `json:"offered,omitempty"`
+	Wrk         wrkResult `json:"wrk"`
+	// E2ESeconds: from the first send until no inbox row is left
+	// `received`; 0 when not measured.
+	E2ESeconds float64    `json:"e2e_seconds"`
+	Stored     int        `json:"stored"` // of the events sent, found in the inbox
+	Ingest     batchStats `json:"ingest_batches"`
+	Apply      batchStats `json:"apply_batches"`
+}
+
+func run(ctx context.Context, o runOptions) (series, error) {
+	s := series{Label: o.label, Floor: o.floor, Instances: o.instances, Proxied: o.proxied}
+	target, err := url.Parse(o.url)
+	if err != nil || target.Host == "" {
+		return s, fmt.Errorf("-url %q: not an http URL", o.url)
+	}
+	levels, err := parseInts(o.levels)
+	if err != nil {
+		return s, fmt.Errorf("-levels: %w", err)
+	}
+	expect, err := parseExpect(o.expect)
+	if err != nil {
+		return s, fmt.Errorf("-expect: %w", err)
+	}
+	bases := strings.Split(o.metrics, ",")
+	if o.metrics == "" {
+		bases = []string{strings.TrimSuffix(o.url, target.RequestURI())}
+	}
+	var db *pgx.Conn
+	if o.databaseURL != "" && !o.floor {
+		if db, err = pgx.Connect(ctx, o.databaseURL); err != nil {
+			return s, fmt.Errorf("connect to the database: %w", err)
+		}
+		defer db.Close(ctx)
+	}
+	prefix := filepath.Join(o.out, "requests-"+o.label)
+	wrkRunOf := func(name string, conns int, d time.Duration) wrkRun {
+		return wrkRun{bin: o.wrk, script: o.script, url: o.url, threads: o.threads, connections: conns,
+			duration: d, timeout: 10 * time.Second, prefix: prefix, cycle: o.floor,
+			output: filepath.Join(o.out, "wrk-"+o.label+"-"+name+".txt")}
+	}
+	// once runs one level of distinct events and waits for them to be
+	// applied.
+	once := func(name string, conns, events, rate int) (level, error) {
+		if o.floor {
+			// The floor stores nothing: the same requests go round for
+			// the whole run.
+			events = floorRequests
+		}
+		lv := level{Connections: conns, Events: events, Offered: rate}
+		ds := distinctEvents(events, o.refundShare)
+		expected := time.Duration(float64(time.Second) * o.seconds)
+		if rate > 0 {
+			expected = time.Duration(float64(time.Second) * float64(events) / float64(rate))
+		}
+		if err := writeRequests(prefix, ds, o.threads, o.secret, target); err != nil {
+			return lv, fmt.Errorf("write the requests: %w", err)
+		}
+		w := wrkRunOf(name, conns, 6*expected+30*time.Second)
+		w.rate = rate
+		if o.floor {
+			w.duration = expected
+		}
+		before := scrapeAll(bases)
+		what := fmt.Sprintf("%d events", events)
+		if rate > 0 {
+			what += fmt.Sprintf(" at %d/s offered", rate)
+		}
+		fmt.Fprintf(os.Stderr, "loadgen: %s: wrk -t%d -c%d, %s\n", o.label, o.threads, conns, what)
+		var profiled sync.WaitGroup
+		if o.profileOut != "" && name == "c"+strconv.Itoa(slices.Max(levels)) {
+			profiled.Add(1)
+			go func() {
+				defer profiled.Done()
+				profile(bases[0], o.profileToken, int(min(20, max(1, o.seconds))), o.profileOut)
+			}()
+		}
+		r, err := w.run(ctx)
+		profiled.Wait()
+		if err != nil {
+			return lv, err
+		}
+		lv.Wrk = r
+		ingested := scrapeAll(bases)
+		if db != nil {
+			start := time.UnixMicro(r.FirstSend)
+			if r.FirstSend == 0 {
+				start = time.Now()
+			}
+			took, err := settle(ctx, db, start, o.settle)
+			if err != nil {
+				return lv, err
+			}
+			lv.E2ESeconds = took.Seconds()
+			if lv.Stored, s.Poison, err = stored(ctx, db, ds, s.Poison); err != nil {
+				return lv, err
+			}
+		}
+		applied := scrapeAll(bases)
+		lv.Ingest = ingested.stats("paygate_ingest_batch").minus(before.stats("paygate_ingest_batch"))
+		lv.Apply = applied.stats("paygate_apply_batch").minus(before.stats("paygate_apply_batch"))
+		return lv, nil
+	}
+
+	if db != nil && o.warmup > 0 {
+		// A gateway in service has history, and PostgreSQL statistics of
+		// it: on empty tables the plans cached for the ledger's
+		// commit-time checks and River's queries are sequential scans
+		// until autovacuum's first ANALYZE, a minute or more later.
+		if _, err := settle(ctx, db, time.Now(), o.settle); err != nil {
+			return s, fmt.Errorf("before the warm-up: %w", err)
+		}
+		lv, err := once("warmup", 64, o.warmup, 0)
+		if err != nil {
+			return s, fmt.Errorf("warm-up: %w", err)
+		}
+		if bad := lv.Wrk.Non2xx + lv.Wrk.socketErrors(); bad > 0 {
+			return s, fmt.Errorf("warm-up: %d requests not answered 2xx or failed (first: %s)", bad, lv.Wrk.FirstBad)
+		}
+		if _, err := db.Exec(ctx, "ANALYZE"); err != nil {
+			return s, fmt.Errorf("warm-up: analyze: %w", err)
+		}
+	}
+	for _, c := range levels {
+		lv, err := once("c"+strconv.Itoa(c), c, int(o.seconds*expected(expect, c)), 0)
+		if err != nil {
+			return s, fmt.Errorf("%d connections: %w", c, err)
+		}
+		s.Levels = append(s.Levels, lv)
+	}
+	if o.rate > 0 {
+		lv, err := once("paced", o.rateConns, int(float64(o.rate)*o.rateSeconds), o.rate)
+		if err != nil {
+			return s, fmt.Errorf("latency run: %w", err)
+		}
+		s.Paced = &lv
+	}
+	if o.pids != "" {
+		pids, err := parseInts(o.pids)
+		if err != nil {
+			return s, fmt.Errorf("-pids: %w", err)
+		}
+		for _, p := range pids {
+			s.PeakRSS = append(s.PeakRSS, peakRSS(p))
+		}
+	}
+	for t := range o.threads {
+		_ = os.Remove(fmt.Sprintf("%s.%d", prefix, t))
+		_ = os.Remove(fmt.Sprintf("%s.done.%d", prefix, t))
+	}
+	return s, nil
+}
+
+// parseExpect reads "16=2500,64=4500": expected events/s by connections.
+func parseExpect(s string) (map[int]float64, error) {
+	out := map[int]float64{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		c, err1 := strconv.Atoi(k)
+		r, err2 := strconv.ParseFloat(v, 64)
+		if !ok || err1 != nil || err2 != nil || c <= 0 || r <= 0 {
+			return nil, fmt.Errorf("%q: want connections=events/s", kv)
+		}
+		out[c] = r
+	}
+	return out, nil
+}
+
+// expected is the rate expected at c connections: as given, or
+// interpolated on a log scale of the connections between the nearest two
+// given (the nearest one outside them).
+func expected(e map[int]float64, c int) float64 {
+	if r, ok := e[c]; ok {
+		return r
+	}
+	keys := make([]int, 0, len(e))
+	for k := range e {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if c < keys[0] {
+		return e[keys[0]]
+	}
+	for i := 1; i < len(keys); i++ {
+		if c < keys[i] {
+			lo, hi := keys[i-1], keys[i]
+			f := (math.Log(float64(c)) - math.Log(float64(lo))) / (math.Log(float64(hi)) - math.Log(float64(lo)))
+			return e[lo] + f*(e[hi]-e[lo])
+		}
+	}
+	return e[keys[len(keys)-1]]
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty")
+	}
+	return out, nil
+}
+
+// settle waits until no inbox row is left `received` and returns how long
+// that took from start. The poll is an EXISTS on the status index, which
+// costs the same on an empty and on a full table.
+func settle(ctx context.Context, db *pgx.Conn, start time.Time, timeout time.Duration) (time.Duration, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		var pending bool
+		err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM inbox_events WHERE status = 'received')`).Scan(&pending)
+		if err != nil {
+			return 0, fmt.Errorf("poll the inbox: %w", err)
+		}
+		if !pending {
+			return time.Since(start), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("events still received after %s", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stored counts the events of ds in the inbox, by their key, and adds
+// those that are poison to poison.
+func stored(ctx context.Context, db *pgx.Conn, ds []delivery, poison int) (int, int, error) {
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.id
+	}
+	var n, p int
+	err := db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'poison') FROM inbox_events
+		WHERE provider = 'stripe' AND event_id = ANY($1)`, ids).Scan(&n, &p)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count the events in the inbox: %w", err)
+	}
+	return n, poison + p, nil
+}
+
+// peakRSS reads the process's high-water resident set (VmHWM) in bytes.
+func peakRSS(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// profile saves a CPU profile of the paygate at base.
+func profile(base, token string, seconds int, out string) {
+	req, _ := http.NewRequest(http.MethodGet, base+"/debug/pprof/profile?seconds="+strconv.Itoa(seconds), nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	c := &http.Client{Timeout: time.Duration(seconds+10) * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "loadgen: cpu profile: %v\n", err)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(os.Stderr, "loadgen: cpu profile: HTTP %d\n", resp.StatusCode)
+		return
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "loadgen: cpu profile: %v\n", err)
+		return
+	}
+	defer f.Close()
+	_, _ = io.Copy(f, resp.Body)
+	fmt.Fprintf(os.Stderr, "loadgen: cpu profile saved to %s\n", out)
+}
+
+// batchStats are one of paygate's batching metrics (ingest group commit,
+// or applying events): transactions, events in them, and time spent.
+type batchStats struct {
+	Count   float64 `json:"count"`
+	Events  float64 `json:"events"`
+	Seconds float64 `json:"seconds"`
+}
+
+func (a batchStats) minus(b batchStats) batchStats {
+	return batchStats{Count: a.Count - b.Count, Events: a.Events - b.Events, Seconds: a.Seconds - b.Seconds}
+}
+
+// metrics are the samples of paygate's /metrics, by name, summed over
+// the instances.
+type metrics map[string]float64
+
+// stats reads the batch histograms <prefix>_events and <prefix>_seconds.
+func (m metrics) stats(prefix string) batchStats {
+	return batchStats{Count: m[prefix+"_events_count"], Events: m[prefix+"_events_sum"], Seconds: m[prefix+"_seconds_sum"]}
+}
+
+// scrapeAll reads and sums the /metrics of every base URL; what cannot be
+// read is left out.
+func scrapeAll(bases []string) metrics {
+	m := metrics{}
+	c := &http.Client{Timeout: 10 * time.Second}
+	for _, b := range bases {
+		resp, err := c.Get(strings.TrimSpace(b) + "/metrics")
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+		for sc.Scan() {
+			name, value, ok := strings.Cut(sc.Text(), " ")
+			if !ok || strings.HasPrefix(name, "#") {
+				continue
+			}
+			if v, err := strconv.ParseFloat(value, 64); err == nil {
+				m[name] += v
+			}
+		}
+		resp.Body.Close()
+	}
+	return m
+}
+
+// results are the series of one `make bench`, as saved.
+type results struct {
+	Series []series `json:"series"`
+}
+
+// saveSeries adds s to the results in path, replacing a series of the same
+// label.
+func saveSeries(path string, s series) error {
+	var r results
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+	r.Series = slices.DeleteFunc(r.Series, func(o series) bool { return o.Label == s.Label })
+	r.Series = append(r.Series, s)
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs Debian's wrk, the sender of `make bench`, when no wrk is on PATH
+# (pinned: the version the benchmark's figures were measured with), then
+# prints the version in use. An installed wrk is left as it is, whatever
+# its version: the version is printed with the results instead.
+set -euo pipefail
+pinned=4.1.0-3+b2
+if ! command -v wrk >/dev/null 2>&1; then
+	sudo=()
+	if [[ $(id -u) -ne 0 ]]; then
+		command -v sudo >/dev/null 2>&1 || { echo "wrk.sh: run as root (or install sudo) to install wrk" >&2; exit 1; }
+		sudo=(sudo)
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	"${sudo[@]}" apt-get update -qq
+	"${sudo[@]}" apt-get install -y -qq --no-install-recommends "wrk=$pinned" >/dev/null
+fi
+# wrk -v prints its version and then its usage, and exits 1.
+version=$(dpkg-query -W -f='${Version}' wrk 2>/dev/null || true)
+[[ -n "$version" ]] || version=$({ wrk -v 2>&1 || true; } | sed -nE '1s/^wrk ([^ ]+).*/\1/p')
+if [[ "$version" != "$pinned" ]]; then
+	echo "wrk.sh: wrk $version is installed; the documented figures were measured with $pinned" >&2
+fi
+echo "$version"
