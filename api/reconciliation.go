@@ -1,10 +1,10 @@
 package api
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,8 +75,17 @@ type RunReportView struct {
 	RecoveredEvents   int                          `json:"recovered_events"`
 	Recovery          reconcile.Recovery           `json:"recovery"`
 	TimingDifferences []reconcile.TimingDifference `json:"timing_differences"`
-	Items             []ItemView                   `json:"items"`
+	// Items is the first page of the run's items (RunItemsLimit, or
+	// ?limit=); ItemsNextCursor continues it on
+	// GET /v1/reconciliation/runs/{id}/items, null when it was the last.
+	Items           []ItemView `json:"items"`
+	ItemsNextCursor *string    `json:"items_next_cursor"`
 }
+
+// RunItemsLimit is how many items a run's answer carries when ?limit= does
+// not say: a run of a busy day has hundreds of thousands, which no one reads
+// in one answer.
+const RunItemsLimit = 100
 
 // ItemView is one item; absent values are null.
 type ItemView struct {
@@ -211,23 +220,26 @@ func (s *Server) findRun(c echo.Context) (reconcile.Run, error) {
 	return run, err
 }
 
-// loadRun reads the run named in the path and its items. It fails with
-// reconcile.ErrRunNotFound, for an id that is not a run's or not an id.
-func (s *Server) loadRun(c echo.Context) (reconcile.Run, []reconcile.Item, error) {
-	run, err := s.findRun(c)
-	if err != nil {
-		return run, nil, err
-	}
-	items, err := reconcile.Items(c.Request().Context(), s.config.Pool, run.ID)
-	return run, items, err
-}
-
 func (s *Server) getReconciliationRun(c echo.Context) error {
-	run, items, err := s.loadRun(c)
+	page, err := pageOf(c)
 	if err != nil {
 		return err
 	}
-	return writeJSON(c, http.StatusOK, runReportView(run, items))
+	run, err := s.findRun(c)
+	if err != nil {
+		return err
+	}
+	limit := page.Limit
+	if limit == 0 {
+		limit = RunItemsLimit
+	}
+	items, next, err := reconcile.ItemsPage(c.Request().Context(), s.config.Pool, run.ID, reconcile.ItemFilter{}, "", limit)
+	if err != nil {
+		return err
+	}
+	v := runReportView(run, items)
+	v.ItemsNextCursor = nullable(next)
+	return writeJSON(c, http.StatusOK, v)
 }
 
 func (s *Server) listReconciliationRuns(c echo.Context) error {
@@ -253,19 +265,23 @@ func (s *Server) listReconciliationRuns(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, out)
 }
 
-// listReconciliationItems pages a run's items in report order. The run's
-// own answer keeps every item, as it always has; this is for runs too
-// large to read at once.
+// listReconciliationItems pages a run's items in report order, those of
+// one status with ?status=; the run's own answer carries the first page
+// and the cursor of the next.
 func (s *Server) listReconciliationItems(c echo.Context) error {
 	page, err := pageOf(c)
 	if err != nil {
 		return err
 	}
+	f := reconcile.ItemFilter{Status: reconcile.Status(c.QueryParam("status"))}
+	if f.Status != "" && !slices.Contains(reconcile.Statuses, f.Status) {
+		return badRequest("status must be one of %v", reconcile.Statuses)
+	}
 	run, err := s.findRun(c)
 	if err != nil {
 		return err
 	}
-	items, next, err := reconcile.ItemsPage(c.Request().Context(), s.config.Pool, run.ID, page.Cursor, page.Limit)
+	items, next, err := reconcile.ItemsPage(c.Request().Context(), s.config.Pool, run.ID, f, page.Cursor, page.Limit)
 	if err != nil {
 		return cursorErr(err)
 	}
@@ -276,16 +292,24 @@ func (s *Server) listReconciliationItems(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, out)
 }
 
+// getReconciliationItemsCSV streams the run's items page by page: the
+// answer of a run of any size is written in bounded memory.
 func (s *Server) getReconciliationItemsCSV(c echo.Context) error {
-	run, items, err := s.loadRun(c)
+	run, err := s.findRun(c)
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	if err := reconcile.WriteCSV(&buf, items); err != nil {
-		return err
-	}
 	name := fmt.Sprintf("reconciliation-%s-run-%d.csv", run.Date.Format(reconcile.DateLayout), run.ID)
-	c.Response().Header().Set("Content-Disposition", `attachment; filename="`+strings.ReplaceAll(name, `"`, "")+`"`)
-	return c.Blob(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
+	res := c.Response()
+	res.Header().Set("Content-Disposition", `attachment; filename="`+strings.ReplaceAll(name, `"`, "")+`"`)
+	res.Header().Set(echo.HeaderContentType, "text/csv; charset=utf-8")
+	res.WriteHeader(http.StatusOK)
+	if err := reconcile.WriteRunCSV(c.Request().Context(), s.config.Pool, res, run.ID); err != nil {
+		// The status is sent: breaking the connection is the one way left
+		// to tell the client the file is incomplete, rather than let a
+		// short CSV pass for the whole run.
+		s.config.Logger.ErrorContext(c.Request().Context(), "stream reconciliation items", "run_id", run.ID, "error", err.Error())
+		panic(http.ErrAbortHandler)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"encoding/csv"
 	"io"
 	"sort"
@@ -225,6 +226,33 @@ func rateText(d *decimal.Decimal) string {
 		return ""
 	}
 	return d.String()
+}
+
+// WriteRunCSV writes a run's items as WriteCSV does, reading and writing
+// them a page at a time (EachItem) and flushing after each page, so that a
+// run of any size streams in bounded memory. The header is written first,
+// whatever follows; an error after it leaves the output incomplete.
+func WriteRunCSV(ctx context.Context, q Querier, w io.Writer, runID int64) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(CSVHeader); err != nil {
+		return err
+	}
+	n := 0
+	err := EachItem(ctx, q, runID, func(it Item) error {
+		if err := cw.Write(it.Record()); err != nil {
+			return err
+		}
+		if n++; n%MaxLimit == 0 {
+			cw.Flush()
+			return cw.Error()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	cw.Flush()
+	return cw.Error()
 }
 
 // WriteCSV writes the header row and one row per item (RFC 4180).

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -102,14 +103,25 @@ func ListRuns(ctx context.Context, q Querier, f RunFilter, cursor string, limit 
 	return runs, next, nil
 }
 
-// ItemsPage returns a run's items in report order, limit at a time
-// (DefaultLimit when zero, at most MaxLimit) after cursor (the first page
-// when empty). next is the cursor of the following page, empty at the end.
-// The items of a finished run never change, so the pages of one run always
-// add up to its items.
+// ErrUnknownStatus is returned for an item filter naming no item status.
+var ErrUnknownStatus = errors.New("unknown item status")
+
+// ItemFilter selects a run's items. The zero value selects every item.
+type ItemFilter struct {
+	Status Status // one item status; empty: every status
+}
+
+// ItemsPage returns a run's items that f selects, in report order, limit
+// at a time (DefaultLimit when zero, at most MaxLimit) after cursor (the
+// first page when empty). next is the cursor of the following page, empty
+// at the end. The items of a finished run never change, so the pages of
+// one run always add up to its items.
 //
-// It fails with ErrBadCursor.
-func ItemsPage(ctx context.Context, q Querier, runID int64, cursor string, limit int) (page []Item, next string, err error) {
+// It fails with ErrBadCursor or ErrUnknownStatus.
+func ItemsPage(ctx context.Context, q Querier, runID int64, f ItemFilter, cursor string, limit int) (page []Item, next string, err error) {
+	if f.Status != "" && !slices.Contains(Statuses, f.Status) {
+		return nil, "", fmt.Errorf("%w: %q", ErrUnknownStatus, f.Status)
+	}
 	after := int64(-1)
 	if cursor != "" {
 		if after, err = decodeCursor("i1", cursor); err != nil {
@@ -117,7 +129,7 @@ func ItemsPage(ctx context.Context, q Querier, runID int64, cursor string, limit
 		}
 	}
 	limit = pageLimit(limit)
-	page, positions, err := items(ctx, q, runID, int(after), limit+1)
+	page, positions, err := items(ctx, q, runID, f.Status, int(after), limit+1)
 	if err != nil {
 		return nil, "", err
 	}
@@ -126,4 +138,25 @@ func ItemsPage(ctx context.Context, q Querier, runID int64, cursor string, limit
 		next = encodeCursor("i1", int64(positions[limit-1]))
 	}
 	return page, next, nil
+}
+
+// EachItem calls fn with each of a run's items in report order, reading
+// them MaxLimit at a time, so that a run of any size is walked in bounded
+// memory. An error from fn stops the walk and is returned.
+func EachItem(ctx context.Context, q Querier, runID int64, fn func(Item) error) error {
+	for after := -1; ; {
+		page, positions, err := items(ctx, q, runID, "", after, MaxLimit)
+		if err != nil {
+			return err
+		}
+		for _, it := range page {
+			if err := fn(it); err != nil {
+				return err
+			}
+		}
+		if len(page) < MaxLimit {
+			return nil
+		}
+		after = positions[len(positions)-1]
+	}
 }

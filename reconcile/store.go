@@ -124,24 +124,27 @@ func RunsOfDay(ctx context.Context, q Querier, day time.Time) ([]Run, error) {
 	return out, rows.Err()
 }
 
-// Items returns a run's items in report order; none is an empty slice.
+// Items returns a run's items in report order; none is an empty slice. It
+// reads them all at once: for a run of any size, page with ItemsPage or
+// EachItem.
 func Items(ctx context.Context, q Querier, runID int64) ([]Item, error) {
-	items, _, err := items(ctx, q, runID, -1, 0)
+	items, _, err := items(ctx, q, runID, "", -1, 0)
 	return items, err
 }
 
 // items returns a run's items after position after, in report order, at
-// most limit of them (all when limit is 0), with their positions.
-func items(ctx context.Context, q Querier, runID int64, after, limit int) ([]Item, []int, error) {
+// most limit of them (all when limit is 0), only those of status when it is
+// not empty, with their positions.
+func items(ctx context.Context, q Querier, runID int64, status Status, after, limit int) ([]Item, []int, error) {
 	sql := `
 		SELECT position, status, coalesce(provider_txn_id, ''), coalesce(source_id, ''), coalesce(ref, ''), type,
 		       reporting_category, currency, coalesce(ledger_currency, ''),
 		       provider_amount::text, provider_fee::text, ledger_amount::text,
 		       coalesce(presentment_currency, ''), presentment_amount::text, exchange_rate::text
-		FROM reconciliation_items WHERE run_id = $1 AND position > $2 ORDER BY position`
-	args := []any{runID, after}
+		FROM reconciliation_items WHERE run_id = $1 AND position > $2 AND ($3 = '' OR status = $3) ORDER BY position`
+	args := []any{runID, after, string(status)}
 	if limit > 0 {
-		sql += ` LIMIT $3`
+		sql += ` LIMIT $4`
 		args = append(args, limit)
 	}
 	rows, err := q.Query(ctx, sql, args...)
