@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/paygate/paygate/provider/stripe"
+)
+
+const testSecret = "whsec_loadgen_test"
+
+// readRequests reads a request file as scripts/bench.lua does.
+func readRequests(t *testing.T, path string) [][]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var out [][]byte
+	for len(b) > 0 {
+		require.GreaterOrEqual(t, len(b), 8)
+		n, err := strconv.Atoi(string(b[:8]))
+		require.NoError(t, err)
+		out = append(out, b[8:8+n])
+		b = b[8+n:]
+	}
+	return out
+}
+
+// recorder is a floor server that also records the event ids it accepted.
+type recorder struct {
+	mu   sync.Mutex
+	seen map[string]int
+	fail map[string]bool // ids answered 500
+}
+
+func (rec *recorder) handler() http.Handler {
+	floor := floorServer(stripe.NewReceiver([]string{testSecret}, 0), 1<<20)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if ev, err := stripe.DecodeEvent(body); err == nil {
+			rec.mu.Lock()
+			rec.seen[ev.ID]++
+			fail := rec.fail[ev.ID]
+			rec.mu.Unlock()
+			if fail {
+				http.Error(w, "refused for the test", http.StatusInternalServerError)
+				return
+			}
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		floor.ServeHTTP(w, r)
+	})
+}
+
+func newRecorder(t *testing.T) (*recorder, *url.URL) {
+	rec := &recorder{seen: map[string]int{}, fail: map[string]bool{}}
+	srv := httptest.NewServer(rec.handler())
+	t.Cleanup(srv.Close)
+	target, err := url.Parse(srv.URL + "/webhooks/stripe")
+	require.NoError(t, err)
+	return rec, target
+}
+
+// TestWrittenRequestsAreSignedStripeDeliveries: each thread's file holds
+// its share of the events, every record is an HTTP/1.1 request that the
+// floor server (paygate's own verifier and decoder) answers 200, and a
+// tampered body is refused, so the floor does check signatures.
+func TestWrittenRequestsAreSignedStripeDeliveries(t *testing.T) {
+	t.Parallel()
+	_, target := newRecorder(t)
+	ds := distinctEvents(61, 0.5)
+	require.Len(t, ds, 61)
+	ids := map[string]bool{}
+	for _, d := range ds {
+		ids[d.id] = true
+	}
+	require.Len(t, ids, 61, "distinct events")
+
+	prefix := filepath.Join(t.TempDir(), "requests")
+	require.NoError(t, writeRequests(prefix, ds, 2, testSecret, target))
+	first, second := readRequests(t, prefix+".0"), readRequests(t, prefix+".1")
+	require.Len(t, first, 31)
+	require.Len(t, second, 30)
+
+	send := func(raw []byte) int {
+		c, err := net.Dial("tcp", target.Host)
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.Write(raw)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == http.StatusOK {
+			require.JSONEq(t, `{"received":true,"duplicate":false}`, string(body))
+		}
+		return resp.StatusCode
+	}
+	for _, raw := range append(first, second...) {
+		require.Equal(t, http.StatusOK, send(raw))
+	}
+	tampered := bytes.Replace(first[0], []byte(`"evt_`), []byte(`"evX_`), 1)
+	require.False(t, bytes.Equal(first[0], tampered), "the body was changed")
+	require.Equal(t, http.StatusBadRequest, send(tampered))
+}
+
+func wrkOrSkip(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("wrk")
+	if err != nil {
+		t.Skip("wrk is not installed (scripts/wrk.sh installs it)")
+	}
+	return bin
+}
+
+// TestWrkSendsEveryEventOnce: with scripts/bench.lua, wrk sends every
+// event of every thread's file exactly once (the request wrk builds to
+// check the script is not sent), stops when all are answered, and reports
+// the non-2xx answers it got; paced, it sends them all too.
+func TestWrkSendsEveryEventOnce(t *testing.T) {
+	t.Parallel()
+	bin := wrkOrSkip(t)
+	rec, target := newRecorder(t)
+	ds := distinctEvents(400, 0.1)
+	for _, d := range ds[:3] {
+		rec.fail[d.id] = true
+	}
+	dir := t.TempDir()
+	prefix := filepath.Join(dir, "requests")
+	require.NoError(t, writeRequests(prefix, ds, 2, testSecret, target))
+	w := wrkRun{bin: bin, script: "../../scripts/bench.lua", url: target.String(), threads: 2, connections: 8,
+		duration: 120 * time.Second, timeout: 10 * time.Second, prefix: prefix, output: filepath.Join(dir, "wrk.txt")}
+	r, err := w.run(context.Background())
+	require.NoError(t, err)
+	for _, d := range ds {
+		require.Equal(t, 1, rec.seen[d.id], d.id)
+	}
+	require.Len(t, rec.seen, len(ds))
+	require.EqualValues(t, len(ds), r.Requests)
+	require.EqualValues(t, len(ds), r.Answered)
+	require.EqualValues(t, len(ds), r.Loaded)
+	require.EqualValues(t, 3, r.Non2xx)
+	require.EqualValues(t, 3, r.Status, "wrk's own Non-2xx or 3xx count")
+	require.True(t, strings.HasPrefix(r.FirstBad, "500 "), r.FirstBad)
+	require.Positive(t, r.RequestsPerS)
+	require.Positive(t, r.FirstSend)
+	require.GreaterOrEqual(t, r.LastAnswer, r.FirstSend)
+
+	paced := distinctEvents(60, 0.1)
+	require.NoError(t, writeRequests(prefix, paced, 2, testSecret, target))
+	w.rate = 200
+	r, err = w.run(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, len(paced), r.Answered)
+	for _, d := range paced {
+		require.Equal(t, 1, rec.seen[d.id], d.id)
+	}
+}
+
+func TestParseWrk(t *testing.T) {
+	t.Parallel()
+	out := `Running 1m test @ http://127.0.0.1:18080/webhooks/stripe
+  2 threads and 64 connections
+  Latency Distribution
+     50%    8.01ms
+  45000 requests in 10.00s, 6.31MB read
+  Socket errors: connect 0, read 2, write 0, timeout 1
+  Non-2xx or 3xx responses: 4
+Requests/sec:   4499.95
+Transfer/sec:    646.00KB
+bench: duration_us=10000111 requests=45000 connect=0 read=2 write=0 status=4 timeout=1
+bench: latency_us p50=8010 p90=15020 p99=40250 p999=80000 max=120500 mean=9000
+bench: thread=0 requests=22500 sent=22500 answered=22499 non2xx=2 first_send_us=1700000000000100 last_answer_us=1700000010000000 first_bad="503 {\"title\":\"x\"}"
+bench: thread=1 requests=22500 sent=22500 answered=22500 non2xx=3 first_send_us=1700000000000050 last_answer_us=1700000010000200 first_bad=""
+`
+	r, err := parseWrk(out)
+	require.NoError(t, err)
+	require.Equal(t, wrkResult{
+		Requests: 45000, Seconds: 10.000111, RequestsPerS: 4499.95,
+		P50: 8.01, P90: 15.02, P99: 40.25, P999: 80, Max: 120.5, Mean: 9,
+		Read: 2, Timeout: 1, Status: 4, Non2xx: 5, FirstBad: `503 {"title":"x"}`,
+		Sent: 45000, Answered: 44999, Loaded: 45000,
+		FirstSend: 1700000000000050, LastAnswer: 1700000010000200,
+	}, r)
+	require.EqualValues(t, 3, r.socketErrors())
+
+	_, err = parseWrk("Requests/sec: 10\n")
+	require.Error(t, err, "output of a wrk run without bench.lua")
+}
+
+// TestProxyRoundRobin: the proxy spreads requests evenly over its backends
+// and keeps the Host the sender used.
+func TestProxyRoundRobin(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	got := map[string]int{}
+	var targets []*url.URL
+	for _, name := range []string{"a", "b"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			got[name+" "+r.Host]++
+			mu.Unlock()
+			_, _ = io.WriteString(w, name)
+		}))
+		t.Cleanup(srv.Close)
+		u, err := url.Parse(srv.URL)
+		require.NoError(t, err)
+		targets = append(targets, u)
+	}
+	proxy := httptest.NewServer(newProxy(targets))
+	t.Cleanup(proxy.Close)
+	for range 10 {
+		req, err := http.NewRequest(http.MethodPost, proxy.URL+"/webhooks/stripe", strings.NewReader("{}"))
+		require.NoError(t, err)
+		req.Host = "gateway.example"
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	require.Equal(t, map[string]int{"a gateway.example": 5, "b gateway.example": 5}, got)
+}
+
+func TestExpected(t *testing.T) {
+	t.Parallel()
+	e, err := parseExpect("16=2000,64=4000,256=7000")
+	require.NoError(t, err)
+	require.InDelta(t, 2000, expected(e, 16), 1e-9)
+	require.InDelta(t, 3000, expected(e, 32), 1e-9, "halfway between 16 and 64 on a log scale")
+	require.InDelta(t, 2000, expected(e, 4), 1e-9)
+	require.InDelta(t, 7000, expected(e, 1024), 1e-9)
+	_, err = parseExpect("16:2000")
+	require.Error(t, err)
+}
+
+// TestReportTargets: the verdicts follow the figures, and every non-2xx
+// or socket error of a paygate run is counted.
+func TestReportTargets(t *testing.T) {
+	t.Parallel()
+	lv := func(conns int, ingest, e2eSeconds float64, events int, non2xx int64) level {
+		return level{Connections: conns, Events: events, E2ESeconds: e2eSeconds,
+			Wrk: wrkResult{RequestsPerS: ingest, P99: 20, Non2xx: non2xx}}
+	}
+	r := results{Series: []series{
+		{Label: "floor", Floor: true, Levels: []level{lv(256, 40000, 0, 20000, 0)}},
+		{Label: "paygate", Instances: 1, PeakRSS: []int64{150 << 20},
+			Levels: []level{lv(64, 7500, 10, 20000, 0), lv(256, 9000, 10, 30000, 1)},
+			Paced:  &level{Connections: 64, Offered: 1000, Events: 10000, Wrk: wrkResult{RequestsPerS: 990, P99: 70}}},
+	}}
+	var out bytes.Buffer
+	bad := report(&out, r, anchors{pgbenchSingle: []float64{2900, 3100}, pgbenchBatch: 2000, batchSize: 32})
+	require.EqualValues(t, 1, bad)
+	text := out.String()
+	line := func(prefix string) string {
+		for _, l := range strings.Split(text, "\n") {
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		}
+		t.Fatalf("no line %q in:\n%s", prefix, text)
+		return ""
+	}
+	require.Contains(t, line("64 connections: ingest"), "2.50×")
+	require.True(t, strings.HasSuffix(strings.TrimSpace(line("64 connections: ingest")), " met"))
+	require.Contains(t, line("64 connections: end-to-end"), "0.67×")
+	require.Contains(t, line("64 connections: end-to-end"), "NOT MET")
+	require.Contains(t, line("256 connections"), "(floor, 40000/s)")
+	require.Contains(t, line("256 connections"), "22.5 %")
+	require.Contains(t, line("256 connections"), "NOT MET")
+	require.Contains(t, line("p99"), "NOT MET")
+	require.True(t, strings.HasSuffix(strings.TrimSpace(line("peak RSS ≤")), " met"))
+	require.Contains(t, line("zero non-2xx"), "NOT MET")
+}
