@@ -143,7 +143,9 @@ func TestEventListIsIndexed(t *testing.T) {
 	plan := b.explain(t, `SELECT id FROM inbox_events WHERE (received_at, id) < (now(), 1)
 		ORDER BY received_at DESC, id DESC LIMIT 51`)
 	require.NotContains(t, plan, "Seq Scan", plan)
-	require.NotContains(t, plan, "Sort", plan)
+	// A Merge Append of the partitions' indexes keeps index order; a Sort
+	// node would read them all.
+	require.NotContains(t, plan, "Sort  (", plan)
 	plan = b.explain(t, `SELECT p.provider, coalesce(array(
 			SELECT event_id FROM payment_facts WHERE payment_id = p.id
 			UNION SELECT event_id FROM ledger_transactions WHERE payment_id = p.id AND event_id IS NOT NULL

@@ -134,7 +134,7 @@ func (b *opsBundle) seed(t testing.TB, id string, o seedOpts) {
 			}
 		}
 		if !o.receivedAt.IsZero() {
-			_, err = tx.Exec(ctx, `UPDATE inbox_events SET received_at = $2 WHERE event_id = $1`, id, o.receivedAt)
+			err = testdb.Backdate(ctx, tx, id, o.receivedAt)
 		}
 		return err
 	}))

@@ -13,10 +13,14 @@ import (
 // A duplicate is not an error. When events repeats a (provider, event_id),
 // only its first copy can be reported new: the others are duplicates of it.
 //
-// Rows are inserted in (provider, event_id) order, so two concurrent
-// transactions inserting overlapping sets take the unique key's locks in the
-// same order and never deadlock: the later one waits for the earlier one's
-// commit and then finds its copies duplicate.
+// One statement writes the keys and the events: the key's insert into
+// inbox_event_keys decides (its primary key is the dedupe key, kept
+// forever), and only the events whose key is new are inserted, with the
+// key's received_at, which puts each in its month's partition. Keys are
+// inserted in (provider, event_id) order, so two concurrent transactions
+// inserting overlapping sets take the unique key's locks in the same order
+// and never deadlock: the later one waits for the earlier one's commit and
+// then finds its copies duplicate.
 func InsertManyTx(ctx context.Context, tx pgx.Tx, events []Event) (created []bool, err error) {
 	created = make([]bool, len(events))
 	if len(events) == 0 {
@@ -48,12 +52,19 @@ func InsertManyTx(ctx context.Context, tx pgx.Tx, events []Event) (created []boo
 		payloads = append(payloads, e.Payload)
 	}
 	rows, err := tx.Query(ctx, `
-		INSERT INTO inbox_events (provider, event_id, type, livemode, api_version, provider_created_at, payload)
-		SELECT provider, event_id, type, livemode, api_version, provider_created_at, payload
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::text[], $6::timestamptz[], $7::bytea[])
-			AS e (provider, event_id, type, livemode, api_version, provider_created_at, payload)
-		ORDER BY provider, event_id
-		ON CONFLICT (provider, event_id) DO NOTHING
+		WITH given AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::text[], $6::timestamptz[], $7::bytea[])
+				AS e (provider, event_id, type, livemode, api_version, provider_created_at, payload)
+		), fresh AS (
+			INSERT INTO inbox_event_keys (provider, event_id)
+			SELECT provider, event_id FROM given
+			ORDER BY provider, event_id
+			ON CONFLICT (provider, event_id) DO NOTHING
+			RETURNING provider, event_id, received_at
+		)
+		INSERT INTO inbox_events (provider, event_id, type, livemode, api_version, provider_created_at, payload, received_at)
+		SELECT g.provider, g.event_id, g.type, g.livemode, g.api_version, g.provider_created_at, g.payload, f.received_at
+		FROM fresh f JOIN given g USING (provider, event_id)
 		RETURNING provider, event_id`,
 		providers, ids, types, livemodes, versions, createdAt, payloads)
 	if err != nil {

@@ -182,7 +182,7 @@ type Key struct {
 func ReplayTx(ctx context.Context, tx pgx.Tx, provider, eventID string) (Event, error) {
 	e, err := scan(tx.QueryRow(ctx, `
 		UPDATE inbox_events SET status = 'received', processed_at = NULL, requeued_at = now()
-		WHERE provider = $1 AND event_id = $2
+		WHERE `+byKey+`
 		RETURNING `+columns, provider, eventID))
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Event{}, fmt.Errorf("replay inbox event %s: %w", eventID, err)
@@ -198,7 +198,7 @@ func ReplayMatchingTx(ctx context.Context, tx pgx.Tx, f Filter) ([]Key, error) {
 	rows, err := tx.Query(ctx, `
 		WITH replayed AS (
 			UPDATE inbox_events SET status = 'received', processed_at = NULL, requeued_at = now()
-			WHERE id IN (SELECT id FROM inbox_events WHERE `+cond+` ORDER BY id FOR UPDATE)
+			WHERE (id, received_at) IN (SELECT id, received_at FROM inbox_events WHERE `+cond+` ORDER BY id FOR UPDATE)
 			RETURNING id, provider, event_id)
 		SELECT provider, event_id FROM replayed ORDER BY id`, args...)
 	if err != nil {
@@ -226,7 +226,7 @@ func DiscardTx(ctx context.Context, tx pgx.Tx, provider, eventID string) (Event,
 	}
 	e, err = scan(tx.QueryRow(ctx, `
 		UPDATE inbox_events SET status = 'discarded'
-		WHERE provider = $1 AND event_id = $2
+		WHERE `+byKey+`
 		RETURNING `+columns, provider, eventID))
 	if err != nil {
 		return Event{}, fmt.Errorf("discard inbox event %s: %w", eventID, err)

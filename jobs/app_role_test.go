@@ -133,8 +133,13 @@ func TestAppRoleRunsTheWholePath(t *testing.T) {
 	ingest(lost)
 	_, err = pool.Exec(ctx, `DELETE FROM river_job WHERE args->>'event_id' = $1`, lost.ID)
 	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `UPDATE inbox_events SET received_at = now() - interval '1 hour' WHERE event_id = $1`, lost.ID)
-	require.NoError(t, err)
+	// The test, not the app, dates the event: as the login role.
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL ROLE NONE`); err != nil {
+			return err
+		}
+		return testdb.Backdate(ctx, tx, lost.ID, time.Now().Add(-time.Hour))
+	}))
 	require.NoError(t, client.River.QueueResume(ctx, jobs.QueueEvents, nil))
 	_, err = client.SweepInbox(ctx) // unless the periodic sweep got there first
 	require.NoError(t, err)

@@ -77,8 +77,7 @@ func (b *sweepBundle) jobsOf(t *testing.T, eventID string) int {
 func (b *sweepBundle) strand(t *testing.T, eventID string, ago time.Duration) {
 	t.Helper()
 	b.exec(t, `DELETE FROM river_job WHERE kind = 'process_event' AND args->>'event_id' = $1`, eventID)
-	b.exec(t, `UPDATE inbox_events SET received_at = now() - $2 * interval '1 second' WHERE event_id = $1`,
-		eventID, ago.Seconds())
+	require.NoError(t, testdb.Backdate(b.ctx, b.pool, eventID, time.Now().Add(-ago)))
 }
 
 func (b *sweepBundle) status(t *testing.T, eventID string) string {
@@ -177,7 +176,7 @@ func TestSweepLeavesLiveJobsAlone(t *testing.T) {
 		})
 		b.ingest(t, e)
 		b.exec(t, update+` WHERE kind = 'process_event' AND args->>'event_id' = $1`, e.ID)
-		b.exec(t, `UPDATE inbox_events SET received_at = now() - interval '1 hour' WHERE event_id = $1`, e.ID)
+		require.NoError(t, testdb.Backdate(b.ctx, b.pool, e.ID, time.Now().Add(-time.Hour)))
 		ids[state] = e.ID
 	}
 
@@ -302,9 +301,12 @@ func TestSweepIsSetBased(t *testing.T) {
 	t.Parallel()
 	b := setupSweep(t)
 	const events = 2500
-	b.exec(t, `INSERT INTO inbox_events (provider, event_id, type, payload, received_at)
-		SELECT 'stripe', 'evt_bulk_' || n, 'charge.succeeded', '{}', now() - interval '1 hour'
-		FROM generate_series(1, $1) AS n`, events)
+	b.exec(t, `WITH keys AS (
+			INSERT INTO inbox_event_keys (provider, event_id, received_at)
+			SELECT 'stripe', 'evt_bulk_' || n, now() - interval '1 hour' FROM generate_series(1, $1) AS n
+			RETURNING *)
+		INSERT INTO inbox_events (provider, event_id, type, payload, received_at)
+		SELECT provider, event_id, 'charge.succeeded', '{}', received_at FROM keys`, events)
 	n, err := b.jobs.SweepInbox(b.ctx)
 	require.NoError(t, err)
 	require.Equal(t, events, n)

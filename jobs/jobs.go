@@ -95,6 +95,9 @@ type Config struct {
 	// default 30s. A call cut off is indeterminate and retried with the
 	// same key.
 	RefundCallTimeout time.Duration
+	// PayloadRetention is how long inbox payloads are kept; zero keeps them
+	// forever (see InboxPartitionsWorker).
+	PayloadRetention time.Duration
 	// Extra lets other packages register their workers and periodic jobs.
 	Register func(*river.Workers) []*river.PeriodicJob
 }
@@ -144,6 +147,7 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	}
 	river.AddWorker(workers, emailWorker)
 	river.AddWorker(workers, &IdempotencyPurgeWorker{Pool: pool})
+	river.AddWorker(workers, &InboxPartitionsWorker{Pool: pool, Retention: config.PayloadRetention, Logger: config.Logger})
 	river.AddWorker(workers, &SubmitRefundWorker{pool: pool, refunders: config.Refunders,
 		opsEmail: config.Email.OpsEmail, logger: config.Logger, now: time.Now, callTimeout: config.RefundCallTimeout})
 	sweeper := newSweeper(pool, config)
@@ -152,7 +156,7 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	if config.Register != nil {
 		periodic = config.Register(workers)
 	}
-	periodic = append(periodic, idempotencyPurgePeriodic(), inboxSweepPeriodic())
+	periodic = append(periodic, idempotencyPurgePeriodic(), inboxSweepPeriodic(), inboxPartitionsPeriodic())
 	rc := &river.Config{
 		Logger:               config.Logger,
 		JobTimeout:           config.JobTimeout,

@@ -59,6 +59,7 @@ var appendOnly = map[string]string{
 	"ledger_entries":       "SELECT,INSERT",
 	"ops_audit_log":        "SELECT,INSERT",
 	"inbox_attempts":       "SELECT,INSERT",
+	"inbox_event_keys":     "SELECT,INSERT", // the dedupe key is kept forever
 	"reconciliation_items": "SELECT,INSERT",
 	"reconciliation_runs":  "SELECT,INSERT,UPDATE", // a run records its outcome once
 	"paygate_migrations":   "SELECT",               // readiness reads it; only migrate writes

@@ -35,6 +35,7 @@ type config struct {
 	ReconcileAt        string
 	ShutdownTimeout    time.Duration
 	RefundTimeout      time.Duration
+	PayloadRetention   time.Duration // zero: forever
 }
 
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/paygate?sslmode=disable"
@@ -57,7 +58,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		ReconcileAt:        or(getenv("PAYGATE_RECONCILE_AT"), "0 2 * * *"),
 		ShutdownTimeout:    20 * time.Second,
 	}
-	if err := api.CheckTokens(c.OpsTokens, c.FinanceTokens); err != nil {
+	err := api.CheckTokens(c.OpsTokens, c.FinanceTokens)
+	if err != nil {
 		return c, err
 	}
 	if v := getenv("PAYGATE_PROCESS_MAX_ATTEMPTS"); v != "" {
@@ -73,6 +75,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("PAYGATE_REFUND_TIMEOUT must be a duration from 1s to 5m, such as 30s, got %q", v)
 		}
 		c.RefundTimeout = d
+	}
+	if c.PayloadRetention, err = payloadRetention(getenv("PAYGATE_PAYLOAD_RETENTION")); err != nil {
+		return c, err
 	}
 	if v := getenv("PAYGATE_MAX_BODY_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -101,6 +106,25 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, fmt.Errorf("PAYGATE_STANDARD_WEBHOOK_SOURCES: %w", err)
 	}
 	return c, nil
+}
+
+// minPayloadRetention keeps a payload at least as long as anything may
+// still need it: Stripe retries for three days, reconciliation looks back
+// a day or two, and a partition holds a month.
+const minPayloadRetention = 30 * 24 * time.Hour
+
+// payloadRetention reads PAYGATE_PAYLOAD_RETENTION: "forever" (or empty),
+// or a number of days such as "400d".
+func payloadRetention(v string) (time.Duration, error) {
+	if v == "" || v == "forever" {
+		return 0, nil
+	}
+	days, ok := strings.CutSuffix(v, "d")
+	n, err := strconv.Atoi(days)
+	if !ok || err != nil || time.Duration(n)*24*time.Hour < minPayloadRetention || n > 36500 {
+		return 0, fmt.Errorf("PAYGATE_PAYLOAD_RETENTION must be forever or a number of days from 30d, such as 400d, got %q", v)
+	}
+	return time.Duration(n) * 24 * time.Hour, nil
 }
 
 func or(v, def string) string {

@@ -239,6 +239,9 @@ func TestConfigErrors(t *testing.T) {
 		"body limit tiny":       {"PAYGATE_MAX_BODY_BYTES": "10"},
 		"secret without prefix": {"PAYGATE_STRIPE_WEBHOOK_SECRETS": "sk_live_oops"},
 		"operator named twice":  {"PAYGATE_OPS_TOKENS": "alice:sk_live_oops,alice:other"},
+		"retention in hours":    {"PAYGATE_PAYLOAD_RETENTION": "720h"},
+		"retention too short":   {"PAYGATE_PAYLOAD_RETENTION": "7d"},
+		"retention negative":    {"PAYGATE_PAYLOAD_RETENTION": "-400d"},
 	} {
 		_, err := loadConfig(func(k string) string { return env[k] })
 		require.Error(t, err, name)
@@ -253,4 +256,10 @@ func TestConfigErrors(t *testing.T) {
 	require.Equal(t, 10, cfg.ProcessMaxAttempts)
 	require.Equal(t, int64(1048576), cfg.MaxBodyBytes)
 	require.True(t, strings.HasPrefix(cfg.StripeAPIURL, "https://api.stripe.com"))
+	require.Zero(t, cfg.PayloadRetention, "payloads are kept forever unless told")
+	for v, want := range map[string]time.Duration{"forever": 0, "30d": 30 * 24 * time.Hour, "400d": 400 * 24 * time.Hour} {
+		cfg, err := loadConfig(func(k string) string { return map[string]string{"PAYGATE_PAYLOAD_RETENTION": v}[k] })
+		require.NoError(t, err, v)
+		require.Equal(t, want, cfg.PayloadRetention, v)
+	}
 }

@@ -45,8 +45,7 @@ func TestPoisonCLI(t *testing.T) {
 			if err := inbox.SetStatusTx(ctx, tx, "stripe", id, status, "unknown currency \"zzz\"\nsecond line", true); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, `UPDATE inbox_events SET received_at = $2 WHERE event_id = $1`, id, base.Add(time.Duration(i)*time.Hour))
-			return err
+			return testdb.Backdate(ctx, tx, id, base.Add(time.Duration(i)*time.Hour))
 		}))
 	}
 	_, err = pool.Exec(ctx, `UPDATE river_job SET errors = ARRAY['{"at":"2024-06-20T13:00:01Z","attempt":1,"error":"unknown currency","trace":""}'::jsonb]

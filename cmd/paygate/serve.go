@@ -47,6 +47,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		Register:           reconcileHook,
 		Refunders:          refunders(cfg, logger),
 		RefundCallTimeout:  cfg.RefundTimeout,
+		PayloadRetention:   cfg.PayloadRetention,
 		Registerer:         registry,
 	})
 	if err != nil {
