@@ -50,11 +50,22 @@ func (a answer) problem() string {
 // call sends one request to the API in-process with token. body, when not
 // nil, is sent as JSON; key, when not "", as the Idempotency-Key.
 func (c *Console) call(ctx context.Context, token, method, path string, query url.Values, body any, key string) answer {
+	req, failed := c.request(ctx, token, method, path, query, body, key)
+	if req == nil {
+		return failed
+	}
+	rec := httptest.NewRecorder()
+	c.cfg.API.ServeHTTP(rec, req)
+	return answer{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+}
+
+// request builds an API request, or the answer to give when it cannot.
+func (c *Console) request(ctx context.Context, token, method, path string, query url.Values, body any, key string) (*http.Request, answer) {
 	var rd io.Reader = http.NoBody
 	if body != nil {
 		raw, err := json.Marshal(body)
 		if err != nil {
-			return answer{status: http.StatusInternalServerError}
+			return nil, answer{status: http.StatusInternalServerError}
 		}
 		rd = bytes.NewReader(raw)
 	}
@@ -64,7 +75,7 @@ func (c *Console) call(ctx context.Context, token, method, path string, query ur
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
-		return answer{status: http.StatusBadRequest, body: []byte(`{"title":"Bad request","detail":"the console could not build this request"}`)}
+		return nil, answer{status: http.StatusBadRequest, body: []byte(`{"title":"Bad request","detail":"the console could not build this request"}`)}
 	}
 	req.RemoteAddr = "127.0.0.1:0"
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -78,9 +89,61 @@ func (c *Console) call(ctx context.Context, token, method, path string, query ur
 	if id, ok := ctx.Value(requestIDKey{}).(string); ok {
 		req.Header.Set(echo.HeaderXRequestID, id)
 	}
-	rec := httptest.NewRecorder()
-	c.cfg.API.ServeHTTP(rec, req)
-	return answer{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+	return req, answer{}
+}
+
+// relay sends a GET to the API and, when it succeeds, streams its answer
+// to w as the API writes it, with the headers named in keep: a download of
+// any size passes through without being held. A failed answer is not
+// written; it is returned, body and all, for the console to show.
+func (c *Console) relay(ctx context.Context, token, path string, w *echo.Response, keep ...string) answer {
+	req, failed := c.request(ctx, token, http.MethodGet, path, nil, nil, "")
+	if req == nil {
+		return failed
+	}
+	r := &relayWriter{dst: w, header: http.Header{}, keep: keep}
+	c.cfg.API.ServeHTTP(r, req)
+	if r.status == 0 {
+		r.WriteHeader(http.StatusOK)
+	}
+	return answer{status: r.status, header: r.header, body: r.failed.Bytes()}
+}
+
+// relayWriter is the http.ResponseWriter of relay.
+type relayWriter struct {
+	dst    *echo.Response
+	header http.Header
+	keep   []string
+	status int
+	failed bytes.Buffer
+}
+
+func (r *relayWriter) Header() http.Header { return r.header }
+
+func (r *relayWriter) WriteHeader(status int) {
+	if r.status != 0 {
+		return
+	}
+	r.status = status
+	if status < 200 || status >= 300 {
+		return
+	}
+	for _, k := range r.keep {
+		if v := r.header.Get(k); v != "" {
+			r.dst.Header().Set(k, v)
+		}
+	}
+	r.dst.WriteHeader(status)
+}
+
+func (r *relayWriter) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.WriteHeader(http.StatusOK)
+	}
+	if r.status < 200 || r.status >= 300 {
+		return r.failed.Write(p)
+	}
+	return r.dst.Write(p)
 }
 
 // apiPath joins escaped path segments under /v1.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -436,16 +437,33 @@ type runData struct {
 	Status   string
 	Items    []api.ItemView
 	Statuses []string
+	// NextCursor is the cursor of the next page of items, empty on the
+	// last; Paged is set past the first page.
+	NextCursor string
+	Paged      bool
 }
 
+// runPageSize is how many items a run's page shows at a time.
+const runPageSize = 100
+
+// run shows a run and one page of its items: the run's own answer carries
+// the first page; a status filter or a later page is read from the run's
+// item list, which follows the cursor the previous page handed out.
 func (c *Console) run(ec echo.Context) error {
 	ctx, cancel := readContext(ec)
 	defer cancel()
-	a := c.call(ctx, sessionIn(ec).token, http.MethodGet, apiPath("reconciliation", "runs", ec.Param("id")), nil, nil, "")
+	token := sessionIn(ec).token
+	status, cursor := ec.QueryParam("status"), ec.QueryParam("cursor")
+	listed := status != "" || cursor != ""
+	q := url.Values{"limit": {strconv.Itoa(runPageSize)}}
+	if listed {
+		q.Set("limit", "1") // the items come from the list below
+	}
+	a := c.call(ctx, token, http.MethodGet, apiPath("reconciliation", "runs", ec.Param("id")), q, nil, "")
 	if !a.ok() {
 		return c.apiFailed(ec, "Reconciliation run", a)
 	}
-	d := runData{Status: ec.QueryParam("status")}
+	d := runData{Status: status, Paged: cursor != ""}
 	if err := a.decode(&d.Run); err != nil {
 		return err
 	}
@@ -453,27 +471,41 @@ func (c *Console) run(ec echo.Context) error {
 		d.Statuses = append(d.Statuses, string(st))
 	}
 	slices.Sort(d.Statuses)
-	for _, it := range d.Run.Items {
-		if d.Status == "" || string(it.Status) == d.Status {
-			d.Items = append(d.Items, it)
+	d.Items, d.NextCursor = d.Run.Items, deref(d.Run.ItemsNextCursor)
+	if listed {
+		iq := url.Values{"limit": {strconv.Itoa(runPageSize)}}
+		if status != "" {
+			iq.Set("status", status)
 		}
+		if cursor != "" {
+			iq.Set("cursor", cursor)
+		}
+		ia := c.call(ctx, token, http.MethodGet, apiPath("reconciliation", "runs", ec.Param("id"), "items"), iq, nil, "")
+		if !ia.ok() {
+			return c.apiFailed(ec, "Reconciliation run", ia)
+		}
+		var page api.ItemPage
+		if err := ia.decode(&page); err != nil {
+			return err
+		}
+		d.Items, d.NextCursor = page.Items, deref(page.NextCursor)
 	}
 	return c.render(ec, http.StatusOK, "run", fmt.Sprintf("Reconciliation run %d", d.Run.ID), d)
 }
 
-// runCSV hands the API's CSV through with the session's token: the browser
-// never holds a token to fetch it itself.
+// runCSV hands the API's CSV through with the session's token, as the API
+// streams it: the browser never holds a token to fetch it itself, and a
+// run of any size passes through in bounded memory.
 func (c *Console) runCSV(ec echo.Context) error {
-	ctx, cancel := readContext(ec)
-	defer cancel()
-	a := c.call(ctx, sessionIn(ec).token, http.MethodGet, apiPath("reconciliation", "runs", ec.Param("id"), "items.csv"), nil, nil, "")
+	// Bounded by the client's connection rather than apiTimeout: the
+	// download of a large run takes as long as it takes.
+	ctx := withRequestID(ec, ec.Request().Context())
+	a := c.relay(ctx, sessionIn(ec).token, apiPath("reconciliation", "runs", ec.Param("id"), "items.csv"), ec.Response(),
+		echo.HeaderContentType, "Content-Disposition")
 	if !a.ok() {
 		return c.apiFailed(ec, "Reconciliation run", a)
 	}
-	if cd := a.header.Get("Content-Disposition"); cd != "" {
-		ec.Response().Header().Set("Content-Disposition", cd)
-	}
-	return ec.Blob(http.StatusOK, a.header.Get(echo.HeaderContentType), a.body)
+	return nil
 }
 
 func (c *Console) books(ec echo.Context) error {
