@@ -11,7 +11,10 @@ import (
 // one statement that reads neither payloads nor anything else of the rows:
 // what a caller needs to tell which events the inbox lacks, or which are
 // still received, for many events at once. A key no event has is absent
-// from the map; a key given twice is answered once. No keys: an empty map,
+// from the map, and so is one whose payload the retention dropped (its key
+// stays, so inserting it again is a duplicate); a key given twice is
+// answered once. Each event is looked up in the one partition its key
+// names. No keys: an empty map,
 // and no statement.
 func KeyStatuses(ctx context.Context, q Querier, keys []Key) (map[Key]Status, error) {
 	out := make(map[Key]Status, len(keys))
@@ -23,8 +26,9 @@ func KeyStatuses(ctx context.Context, q Querier, keys []Key) (map[Key]Status, er
 	for i, k := range keys {
 		providers[i], ids[i] = k.Provider, k.EventID
 	}
-	rows, err := q.Query(ctx, `SELECT e.provider, e.event_id, e.status FROM inbox_events e
-		WHERE (e.provider, e.event_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, providers, ids)
+	rows, err := q.Query(ctx, `SELECT e.provider, e.event_id, e.status FROM inbox_event_keys k
+		JOIN inbox_events e ON (e.provider, e.event_id, e.received_at) = (k.provider, k.event_id, k.received_at)
+		WHERE (k.provider, k.event_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, providers, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read status of %s: %w", eventsNoun(keys), err)
 	}
