@@ -1,6 +1,7 @@
 package console
 
 import (
+	"html/template"
 	"net/http"
 	"net/url"
 	"strings"
@@ -55,8 +56,9 @@ func (c *Console) readList(ec echo.Context, path string, f url.Values, out any) 
 }
 
 // nextQuery is the query of a list's next page: the same filters and the
-// API's cursor; "" on the last page.
-func nextQuery(f url.Values, next *string) string {
+// API's cursor; "" on the last page. It is already encoded: typed as a URL,
+// the templates keep its = and & rather than escape them a second time.
+func nextQuery(f url.Values, next *string) template.URL {
 	if next == nil {
 		return ""
 	}
@@ -65,14 +67,14 @@ func nextQuery(f url.Values, next *string) string {
 		q[k] = vs
 	}
 	q.Set("cursor", *next)
-	return q.Encode()
+	return template.URL(q.Encode())
 }
 
 type eventListData struct {
 	Filter    map[string]string
 	FilterErr string
 	Events    []api.OpsEventView
-	NextQuery string
+	NextQuery template.URL
 	Statuses  []string
 	Providers []string
 }
@@ -103,7 +105,7 @@ type paymentListData struct {
 	Filter    map[string]string
 	FilterErr string
 	Payments  []api.PaymentSummaryView
-	NextQuery string
+	NextQuery template.URL
 	Statuses  []string
 }
 
@@ -136,7 +138,7 @@ type reconData struct {
 	FilterErr string
 	Runs      []api.RunSummaryView
 	RunsErr   string
-	NextQuery string
+	NextQuery template.URL
 	Chart     *runChart
 }
 

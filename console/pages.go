@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -175,7 +176,7 @@ type poisonData struct {
 	Filter     poisonFilter
 	FilterErr  string
 	Page       api.PoisonPage
-	NextQuery  string
+	NextQuery  template.URL
 	Key        string
 	DryRun     *api.BulkReplayResponse
 	ConfirmKey string
@@ -215,7 +216,7 @@ func (c *Console) renderPoison(ec echo.Context, status int, d poisonData, cursor
 	if d.Page.NextCursor != nil {
 		next := url.Values{"type": {d.Filter.Type}, "error": {d.Filter.Error},
 			"received_after": {d.Filter.ReceivedAfter}, "received_before": {d.Filter.ReceivedBefore}, "cursor": {*d.Page.NextCursor}}
-		d.NextQuery = next.Encode()
+		d.NextQuery = template.URL(next.Encode())
 	}
 	return c.render(ec, status, "poison", "Poison queue", d)
 }

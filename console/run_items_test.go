@@ -99,3 +99,23 @@ func TestRunItemsPagesInBrowser(t *testing.T) {
 	require.Len(t, lines, 231, "the header and every item")
 	require.True(t, strings.HasPrefix(lines[230], "missing_in_ledger,txn_229,"), lines[230])
 }
+
+// TestOlderRunsLinkInBrowser: the runs list's link to its next page keeps
+// its query as a query (cursor=…, not cursor%3D…), so following it shows
+// the older runs.
+func TestOlderRunsLinkInBrowser(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for range 55 {
+		b.seedRun(t, 0)
+	}
+	ctx := startBrowser(t)
+	signIn(t, ctx, b.srv.URL, financeTok)
+	run(t, ctx, chromedp.Navigate(b.srv.URL+"/console/reconciliation"), chromedp.WaitVisible(chromedp.CSS("#runs-next")))
+	require.Equal(t, 50, eval[int](t, ctx, `document.querySelectorAll('#runs tr.run-row').length`))
+	href := eval[string](t, ctx, `document.querySelector('#runs-next').getAttribute('href')`)
+	require.Contains(t, href, "?cursor=", href)
+	run(t, ctx, chromedp.Click(chromedp.CSS("#runs-next")), chromedp.WaitVisible(chromedp.CSS("#runs")))
+	require.Equal(t, []string{"5", "4", "3", "2", "1"},
+		eval[[]string](t, ctx, `[...document.querySelectorAll('#runs tr.run-row')].map(r => r.dataset.run)`), "the oldest runs")
+}
