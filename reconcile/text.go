@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -13,6 +14,26 @@ import (
 // reporting category, the payouts, the recovered events, and every item that
 // is not matched (fees posted included, so finance sees what was booked).
 func WriteText(w io.Writer, run Run, items []Item) error {
+	return writeText(w, run, func(fn func(Item) error) error {
+		for _, it := range items {
+			if err := fn(it); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// WriteRunText is WriteText reading the run's items from the database a
+// page at a time (EachItem), so that the summary of a run of any size is
+// written in bounded memory; the columns of the items not matched are
+// aligned per page of MaxLimit.
+func WriteRunText(ctx context.Context, q Querier, w io.Writer, run Run) error {
+	return writeText(w, run, func(fn func(Item) error) error { return EachItem(ctx, q, run.ID, fn) })
+}
+
+// writeText writes the summary with the items each walks.
+func writeText(w io.Writer, run Run, each func(func(Item) error) error) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Reconciliation run %d of %s (UTC): %s\n", run.ID, run.Date.Format(DateLayout), run.Status)
 	fmt.Fprintf(&b, "  started %s", run.StartedAt.UTC().Format(time.RFC3339))
@@ -83,28 +104,44 @@ func WriteText(w io.Writer, run Run, items []Item) error {
 		}
 	}
 
-	var attention []Item
-	for _, it := range items {
-		if it.Status != StatusMatched {
-			attention = append(attention, it)
-		}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
 	}
-	if len(attention) > 0 {
-		b.WriteString("\nItems not matched\n")
-		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprint(tw, "  status\tprovider_txn_id\tsource_id\tref\ttype\tcurrency\tprovider_amount\tprovider_fee\tledger_amount\n")
-		for _, it := range attention {
-			rec := it.Record()
-			for i := range rec {
-				if rec[i] == "" {
-					rec[i] = "-"
-				}
+	var (
+		items *tabwriter.Writer
+		row   int
+	)
+	err := each(func(it Item) error {
+		if it.Status == StatusMatched {
+			return nil
+		}
+		if items == nil {
+			if _, err := io.WriteString(w, "\nItems not matched\n"); err != nil {
+				return err
 			}
-			fmt.Fprintf(tw, "  %s\n", strings.Join(rec, "\t"))
+			items = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprint(items, "  status\tprovider_txn_id\tsource_id\tref\ttype\tcurrency\tprovider_amount\tprovider_fee\tledger_amount\n")
 		}
-		tw.Flush()
+		rec := it.Record()
+		for i := range rec {
+			if rec[i] == "" {
+				rec[i] = "-"
+			}
+		}
+		fmt.Fprintf(items, "  %s\n", strings.Join(rec, "\t"))
+		if row++; row%MaxLimit == 0 {
+			return items.Flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(&b, "\nFull report: GET /v1/reconciliation/runs/%d (CSV: /v1/reconciliation/runs/%d/items.csv)\n", run.ID, run.ID)
-	_, err := io.WriteString(w, b.String())
+	if items != nil {
+		if err := items.Flush(); err != nil {
+			return err
+		}
+	}
+	_, err = fmt.Fprintf(w, "\nFull report: GET /v1/reconciliation/runs/%d (CSV: /v1/reconciliation/runs/%d/items.csv)\n", run.ID, run.ID)
 	return err
 }

@@ -82,11 +82,7 @@ func cmdReconcile(ctx context.Context, cfg config, logger *slog.Logger, args []s
 	})
 	run, runErr := runner.RunDay(ctx, day, reconcile.TriggerCLI, "cli")
 	if run.ID != 0 {
-		items, err := reconcile.Items(context.WithoutCancel(ctx), pool, run.ID)
-		if err != nil {
-			return err
-		}
-		if err := reconcile.WriteText(stdout, run, items); err != nil {
+		if err := reconcile.WriteRunText(context.WithoutCancel(ctx), pool, stdout, run); err != nil {
 			return err
 		}
 	}
