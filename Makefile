@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: build run test test-short vet fmt db db-stop tools bench reliability fuzz soak
+.PHONY: build run test test-short vet fmt db db-stop tools bench bench-growth reliability fuzz soak
 
 build:
 	$(GO) build -o bin/paygate ./cmd/paygate
@@ -23,6 +23,13 @@ fmt:
 # transaction, in one run (docs/performance.md). About three minutes.
 bench:
 	@scripts/bench.sh
+
+# make bench's ingest and end-to-end rates with the database filled to each of
+# GROWTH_LEVELS events (default 0,100000; the full run is
+# GROWTH_LEVELS=0,1000000,10000000, about an hour and 20 GB), and the time of
+# /v1/ops/stats at each (docs/performance.md).
+bench-growth:
+	@scripts/bench-growth.sh
 
 # The reliability and security suite: fuzzing, security checks against the
 # real binary, SIGKILLs under load, several instances, database restarts;

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# `make bench-growth`: does paygate stay as fast when its tables hold a year
+# of traffic? For each level of GROWTH_LEVELS (events held):
+#
+#   1. fills the database paygate_bench (on the server scripts/db.sh finds,
+#      recreated and migrated at the start, as scripts/bench.sh does) to
+#      that many events with cmd/benchfill: paygate's own rows for payments
+#      of make bench's mix, written by COPY, with their ledger, payments,
+#      facts, history and emails; then VACUUM ANALYZE and a CHECKPOINT;
+#   2. runs make bench's ingest and end-to-end measurement on the database
+#      as it is (scripts/bench.sh with BENCH_DATABASE_KEEP=1, one wrk level,
+#      no scale-out, no floor server), pgbench anchors included;
+#   3. starts one `paygate serve` on it and times GET /v1/ops/stats and
+#      GET /metrics (GROWTH_CALLS calls each, curl's time_total).
+#
+# and prints one table: each level's ingest and end-to-end events/s, as a
+# ratio to the first level's, the /v1/ops/stats times and the database's
+# size, with the targets (at the last level: rates no more than 10 % below
+# the first level's, /v1/ops/stats median under 50 ms).
+#
+# Knobs (environment):
+#   GROWTH_LEVELS (0,100000)   events held at each level, ascending; the
+#                              full run is GROWTH_LEVELS=0,1000000,10000000
+#                              (10 M: about 15-20 GB and most of an hour of
+#                              filling on two cores)
+#   GROWTH_KEEP=1              keeps paygate_bench as it is instead of
+#                              recreating it (benchfill only adds events)
+#   GROWTH_CONNECTIONS (64)    the wrk connection count (BENCH_LEVELS)
+#   GROWTH_CALLS (50)          timed calls of each endpoint per level
+#   and scripts/bench.sh's own (BENCH_SECONDS, BENCH_WARMUP, BENCH_RATE…),
+#   passed through.
+# Needs jq. Raw outputs (benchfill's log, each level's bench results and
+# report, the timings, table.txt) go to tmp/bench-growth/ (git-ignored).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+out="$root/tmp/bench-growth"
+mkdir -p "$out"
+say() { echo "bench-growth: $*" >&2; }
+
+command -v jq >/dev/null || { say "jq not found (Debian: apt-get install jq)"; exit 1; }
+find_pg_bin() {
+  local tool="$1" c
+  if c=$(command -v "$tool" 2>/dev/null); then echo "$c"; return 0; fi
+  for c in /usr/lib/postgresql/*/bin/"$tool" /usr/local/pgsql/bin/"$tool"; do
+    [[ -x "$c" ]] && { echo "$c"; return 0; }
+  done
+  return 1
+}
+psql=$(find_pg_bin psql) || { say "psql not found"; exit 1; }
+
+IFS=, read -r -a levels <<<"${GROWTH_LEVELS:-0,100000}"
+conns=${GROWTH_CONNECTIONS:-64}
+calls=${GROWTH_CALLS:-50}
+secret=whsec_bench_paygate
+token=bench-growth-ops-token
+
+say "building"
+go build -o "$out/paygate" ./cmd/paygate
+go build -o "$out/benchfill" ./cmd/benchfill
+
+db=paygate_bench
+url=$(DATABASE_URL='' scripts/db.sh "$db")
+admin="${url/\/$db\?/\/postgres?}"
+[[ "$admin" != "$url" ]] || admin="${url%/"$db"}/postgres"
+if [[ "${GROWTH_KEEP:-}" == 1 ]]; then
+  say "using database $db as it is (GROWTH_KEEP=1)"
+else
+  say "recreating database $db"
+  "$psql" "$admin" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+  url=$(DATABASE_URL='' scripts/db.sh "$db" 2>/dev/null)
+fi
+DATABASE_URL="$url" "$out/paygate" migrate >"$out/migrate.log" 2>&1
+
+pid=""
+stop_paygate() {
+  [[ -n "$pid" ]] || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  pid=""
+}
+trap stop_paygate EXIT
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# time_calls URL FILE: GROWTH_CALLS timed GETs, one time_total in ms a line;
+# prints "median max".
+time_calls() {
+  local i t
+  : >"$2"
+  for i in $(seq "$calls"); do
+    t=$(curl -fsS -o /dev/null -H "Authorization: Bearer $token" -w '%{time_total}' "$1")
+    awk -v t="$t" 'BEGIN { printf "%.2f\n", t * 1000 }' >>"$2"
+  done
+  sort -n "$2" | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f %.1f\n", m, v[NR] }'
+}
+
+rows=()
+for level in "${levels[@]}"; do
+  dir="$out/level-$level"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  say "level $level: filling (log: tmp/bench-growth/level-$level/benchfill.log)"
+  "$out/benchfill" -database-url "$url" -events "$level" 2>&1 | tee "$dir/benchfill.log" >&2
+  held=$("$psql" "$url" -tAc "SELECT coalesce(sum(n), 0) FROM inbox_status_counts")
+  size=$("$psql" "$url" -tAc "SELECT pg_database_size(current_database())")
+
+  say "level $level: make bench's measurement on $held events (log: tmp/bench-growth/level-$level/bench.log)"
+  BENCH_DATABASE_KEEP=1 BENCH_LEVELS="$conns" BENCH_SCALEOUT=0 BENCH_FLOOR="${BENCH_FLOOR:-0}" \
+    scripts/bench.sh >"$dir/bench.log" 2>&1 || { tail -30 "$dir/bench.log" >&2; say "level $level: bench failed"; exit 1; }
+  cp tmp/bench/results.json tmp/bench/report.txt "$dir/"
+  cp tmp/bench/pgbench-single-before.log tmp/bench/pgbench-single-after.log "$dir/" 2>/dev/null || true
+  cat "$dir/report.txt" >&2
+
+  p=18180
+  while ! port_free "$p"; do p=$((p + 1)); done
+  DATABASE_URL="$url" PAYGATE_ADDR="127.0.0.1:$p" PAYGATE_STRIPE_WEBHOOK_SECRETS="$secret" \
+    PAYGATE_OPS_TOKENS="$token" "$out/paygate" serve >"$dir/paygate.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 200); do
+    curl -fsS "http://127.0.0.1:$p/readyz" >/dev/null 2>&1 && break
+    kill -0 "$pid" 2>/dev/null || { tail -20 "$dir/paygate.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  curl -fsS -H "Authorization: Bearer $token" "http://127.0.0.1:$p/v1/ops/stats" >"$dir/stats.json"
+  read -r stats_med stats_max < <(time_calls "http://127.0.0.1:$p/v1/ops/stats" "$dir/ops-stats-ms.txt")
+  read -r metrics_med metrics_max < <(time_calls "http://127.0.0.1:$p/metrics" "$dir/metrics-ms.txt")
+  stop_paygate
+
+  lv=$(jq --argjson c "$conns" '.series[] | select(.label == "paygate") | .levels[] | select(.connections == $c)' "$dir/results.json")
+  ingest=$(jq -r '.wrk.requests_per_s' <<<"$lv")
+  e2e=$(jq -r 'if .e2e_seconds > 0 then .events / .e2e_seconds else 0 end' <<<"$lv")
+  pg1=$(cat "$dir"/pgbench-single-*.log 2>/dev/null | sed -nE 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' |
+    awk '{ s += $1; n++ } END { if (n) printf "%.0f", s / n; else print 0 }')
+  rows+=("$level $held $ingest $e2e $pg1 $stats_med $stats_max $metrics_med $metrics_max $size")
+  say "level $level: ingest $ingest/s, end to end $e2e/s, ops/stats median ${stats_med} ms (max ${stats_max}), $(numfmt --to=iec "$size")"
+done
+
+{
+  echo "paygate make bench-growth, $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'), wrk at $conns connections"
+  echo "machine: nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg), $("$psql" "$url" -tAc "SHOW server_version")"
+  echo
+  read -r _ _ base_ingest base_e2e base_pg1 _ <<<"${rows[0]}"
+  printf '%-10s %-10s %10s %7s %10s %7s %8s %14s %14s %9s\n' level held "ingest/s" "vs 0" "e2e/s" "vs 0" "pgbench1" "ops/stats ms" "metrics ms" size
+  for r in "${rows[@]}"; do
+    read -r level held ingest e2e pg1 smed smax mmed mmax size <<<"$r"
+    printf '%-10s %-10s %10.0f %7s %10.0f %7s %8s %14s %14s %9s\n' "$level" "$held" "$ingest" \
+      "$(awk -v a="$ingest" -v b="$base_ingest" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')" "$e2e" \
+      "$(awk -v a="$e2e" -v b="$base_e2e" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')" "$pg1" \
+      "$smed (max $smax)" "$mmed (max $mmax)" "$(numfmt --to=iec "$size")"
+  done
+  echo "(ops/stats and metrics: median and max of $calls calls; pgbench1: the one-event pgbench anchor of the same level's run, tps)"
+  echo
+  read -r level _ ingest e2e _ smed _ <<<"${rows[-1]}"
+  verdict() { if awk "BEGIN { exit !($1) }"; then echo met; else echo "NOT met"; fi; }
+  echo "at $level events: ingest ≥ 0.90× level ${levels[0]}: $(verdict "$ingest >= 0.9 * $base_ingest")"
+  echo "at $level events: end to end ≥ 0.90× level ${levels[0]}: $(verdict "$e2e >= 0.9 * $base_e2e")"
+  echo "at $level events: /v1/ops/stats median < 50 ms: $(verdict "$smed < 50")"
+} | tee "$out/table.txt"
