@@ -25,14 +25,15 @@
 # Knobs (environment):
 #   BENCH_LEVELS (16,64,256)      wrk connection counts
 #   BENCH_SECONDS (10)            about how long each level sends
-#   BENCH_EXPECT (16=2500,64=4500,256=7000)  expected events/s, to size levels
+#   BENCH_EXPECT (16=2100,64=4000,256=6200)  expected events/s, to size levels
 #   BENCH_RATE (1000), BENCH_RATE_SECONDS (10), BENCH_RATE_CONNECTIONS (64)
 #                                 the paced latency run (BENCH_RATE=0 skips it)
 #   BENCH_WARMUP (5000)           events applied, then ANALYZE, before measuring
 #   BENCH_PGBENCH_SECONDS (10)    each pgbench run
 #   BENCH_FLOOR=0                 skips the floor server
 #   BENCH_SCALEOUT=0              skips scale-out; BENCH_SCALEOUT_INSTANCES
-#                                 (1 2 4), BENCH_SCALEOUT_LEVELS (64,256)
+#                                 (1 2 4), BENCH_SCALEOUT_LEVELS (64,256),
+#                                 BENCH_SCALEOUT_SECONDS (6)
 #   BENCH_DATABASE_KEEP=1         uses paygate_bench as it is: no drop, no
 #                                 truncate (a filled database, for growth runs)
 #   BENCH_PROFILE=1               CPU profile of paygate at the highest level
@@ -63,7 +64,7 @@ say "wrk $wrkver"
 
 levels=${BENCH_LEVELS:-16,64,256}
 seconds=${BENCH_SECONDS:-10}
-expect=${BENCH_EXPECT:-16=2500,64=4500,256=7000}
+expect=${BENCH_EXPECT:-16=2100,64=4000,256=6200}
 pgsecs=${BENCH_PGBENCH_SECONDS:-10}
 secret=whsec_bench_paygate
 token=bench-ops-token
@@ -113,13 +114,14 @@ trap cleanup EXIT
 pgver=$("$psql" "$url" -tAc "SHOW server_version")
 fsync=$("$psql" "$url" -tAc "SHOW fsync")
 synccommit=$("$psql" "$url" -tAc "SHOW synchronous_commit")
+maxconns=$("$psql" "$url" -tAc "SHOW max_connections")
 stored=$("$psql" "$url" -tAc "SELECT reltuples::bigint FROM pg_class WHERE relname = 'inbox_events'")
 hostport=$(sed -E 's|^postgres(ql)?://[^@]*@([^/]*)/.*$|\2|' <<<"$url")
 host=${hostport%:*}
 port=${hostport##*:}
 mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
 title="paygate make bench, $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'), ingest=${BENCH_INGEST:-batch}
-machine: nproc $(nproc), MemTotal $mem, load average $(cut -d' ' -f1-3 /proc/loadavg), PostgreSQL $pgver (fsync=$fsync, synchronous_commit=$synccommit), wrk $wrkver, inbox rows at start ~$((stored < 0 ? 0 : stored))"
+machine: nproc $(nproc), MemTotal $mem, load average $(cut -d' ' -f1-3 /proc/loadavg), PostgreSQL $pgver (fsync=$fsync, synchronous_commit=$synccommit, max_connections=$maxconns), wrk $wrkver, inbox rows at start ~$((stored < 0 ? 0 : stored))"
 
 # pgbench_run NAME SCRIPT [pgbench args…]: prints the tps of one pgbench
 # run on a fresh anchor database. keys=1 when the schema keeps the dedupe
@@ -208,7 +210,7 @@ if [[ "${BENCH_SCALEOUT:-1}" != 0 ]]; then
     wait_ready "http://127.0.0.1:$p/readyz" "$!" "$out/proxy-$n.log"
     run_loadgen -label "scale-$n" -proxied -instances "$n" -url "http://127.0.0.1:$p/webhooks/stripe" \
       -metrics "$(IFS=,; echo "${backends[*]}")" -pids "$(IFS=,; echo "${started[*]}")" \
-      -levels "${BENCH_SCALEOUT_LEVELS:-64,256}" -warmup 0 -rate 0
+      -levels "${BENCH_SCALEOUT_LEVELS:-64,256}" -seconds "${BENCH_SCALEOUT_SECONDS:-6}" -warmup 0 -rate 0
     stop_all
   done
 fi

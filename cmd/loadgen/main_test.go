@@ -261,10 +261,14 @@ func TestReportTargets(t *testing.T) {
 		return level{Connections: conns, Events: events, E2ESeconds: e2eSeconds,
 			Wrk: wrkResult{RequestsPerS: ingest, P99: 20, Non2xx: non2xx}}
 	}
+	cut := func(l level) level {
+		l.Wrk.Loaded, l.Wrk.Answered, l.Wrk.Requests, l.Wrk.Seconds = 30000, 29000, 9000*40, 40
+		return l
+	}
 	r := results{Series: []series{
 		{Label: "floor", Floor: true, Levels: []level{lv(256, 40000, 0, 20000, 0)}},
 		{Label: "paygate", Instances: 1, PeakRSS: []int64{150 << 20},
-			Levels: []level{lv(64, 7500, 10, 20000, 0), lv(256, 9000, 10, 30000, 1)},
+			Levels: []level{lv(64, 7500, 10, 20000, 0), cut(lv(256, 9000, 10, 30000, 1))},
 			Paced:  &level{Connections: 64, Offered: 1000, Events: 10000, Wrk: wrkResult{RequestsPerS: 990, P99: 70}}},
 	}}
 	var out bytes.Buffer
@@ -290,4 +294,5 @@ func TestReportTargets(t *testing.T) {
 	require.Contains(t, line("p99"), "NOT MET")
 	require.True(t, strings.HasSuffix(strings.TrimSpace(line("peak RSS ≤")), " met"))
 	require.Contains(t, line("zero non-2xx"), "NOT MET")
+	require.Contains(t, line("  -c256: wrk's -d bound"), "29000 of 30000 events answered")
 }

@@ -64,7 +64,7 @@ func runCommand(args []string) error {
 	fs.StringVar(&o.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "paygate's database, to wait for every event to be applied (empty: ingest only)")
 	fs.StringVar(&o.levels, "levels", "16,64,256", "wrk connection counts, comma-separated")
 	fs.Float64Var(&o.seconds, "seconds", 10, "about how long each level runs: events = seconds × the rate -expect gives")
-	fs.StringVar(&o.expect, "expect", "16=2500,64=4500,256=7000", "expected ingest events/s by connection count (others: interpolated), to size each level")
+	fs.StringVar(&o.expect, "expect", "16=2100,64=4000,256=6200", "expected ingest events/s by connection count (others: interpolated), to size each level")
 	fs.IntVar(&o.threads, "threads", 2, "wrk threads (-t)")
 	fs.StringVar(&o.wrk, "wrk", "wrk", "wrk binary")
 	fs.StringVar(&o.script, "script", "scripts/bench.lua", "wrk script")
@@ -167,7 +167,7 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		if err := writeRequests(prefix, ds, o.threads, o.secret, target); err != nil {
 			return lv, fmt.Errorf("write the requests: %w", err)
 		}
-		w := wrkRunOf(name, conns, 6*expected+30*time.Second)
+		w := wrkRunOf(name, conns, 4*expected+20*time.Second)
 		w.rate = rate
 		if o.floor {
 			w.duration = expected
