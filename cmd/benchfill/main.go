@@ -301,7 +301,10 @@ func copyChunk(ctx context.Context, pool *pgxpool.Pool, shapes []tableShape, uni
 		for i := from; i < to; i++ {
 			u := units[i%int64(len(units))]
 			k, first := at(i)
-			shift := first.Sub(u.received)
+			// Whole seconds, so that the payloads' Unix times and the
+			// rows' times move alike (the ledger's occurred_at is the
+			// payload's created).
+			shift := first.Sub(u.received).Truncate(time.Second)
 			clear(txnIDs)
 			for _, old := range u.txns {
 				txnIDs[old] = ids[next]
