@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paygate/paygate/inbox"
+	"github.com/paygate/paygate/internal/testdb"
+	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/provider/stripe"
+	"github.com/paygate/paygate/statemachine"
+)
+
+// TestFillHoldsWhatPaygateWould fills a database and reads it back through
+// paygate's own packages: the filled rows must be what applying the events
+// would have left, or the growth benchmark measures another database.
+func TestFillHoldsWhatPaygateWould(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, url := testdb.NewWithURL(t)
+	opts := options{databaseURL: url, events: 2000, samplePayments: 60, chunk: 300, workers: 2,
+		span: 365 * 24 * time.Hour, vacuum: true, progress: time.Hour, log: io.Discard}
+	res, err := fill(ctx, opts)
+	require.NoError(t, err)
+	require.Zero(t, res.Before)
+	require.Positive(t, res.Bytes)
+
+	var events, keys, joined, outside int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM inbox_events),
+		(SELECT count(*) FROM inbox_event_keys),
+		(SELECT count(*) FROM inbox_events e JOIN inbox_event_keys k USING (provider, event_id, received_at)),
+		(SELECT count(*) FROM inbox_events WHERE received_at >= now() OR received_at < now() - interval '366 days'
+			OR tableoid <> 'inbox_events_before'::regclass)`).Scan(&events, &keys, &joined, &outside))
+	require.Equal(t, res.After, events)
+	require.GreaterOrEqual(t, events, int64(2000))
+	require.Less(t, events, int64(2000+10), "a fill stops within one payment's events of its target")
+	require.Equal(t, events, keys, "every event has its key")
+	require.Equal(t, events, joined, "every key has its event's received_at")
+	require.Zero(t, outside, "events received in the past year, in the partition before next month")
+
+	counts, err := inbox.Counts(ctx, pool)
+	require.NoError(t, err)
+	byStatus := map[inbox.Status]int64{}
+	rows, err := pool.Query(ctx, `SELECT status, count(*) FROM inbox_events GROUP BY status`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var s inbox.Status
+		var n int64
+		require.NoError(t, rows.Scan(&s, &n))
+		byStatus[s] = n
+	}
+	require.NoError(t, rows.Err())
+	for _, s := range inbox.Statuses {
+		require.Equal(t, byStatus[s], counts[s], "kept count of %s", s)
+	}
+	require.Equal(t, events, counts[inbox.StatusProcessed], "every filled event is processed")
+
+	tb, err := ledger.TrialBalance(ctx, pool)
+	require.NoError(t, err)
+	require.NotEmpty(t, tb.Currencies)
+	for _, c := range tb.Currencies {
+		require.True(t, c.Balanced, "%s: debits %s, credits %s", c.Currency, c.Debits, c.Credits)
+	}
+
+	// A filled capture event maps, through the provider's own mapping, to
+	// a payment and ledger transactions the fill wrote alike.
+	var eventID string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT event_id FROM inbox_events
+		WHERE type = 'charge.succeeded' ORDER BY received_at DESC LIMIT 1`).Scan(&eventID))
+	ev, err := inbox.Get(ctx, pool, "stripe", eventID)
+	require.NoError(t, err)
+	require.Equal(t, inbox.StatusProcessed, ev.Status)
+	fx, err := stripe.Effects(ev.Payload)
+	require.NoError(t, err)
+	require.NotEmpty(t, fx.PaymentID)
+	require.NotEmpty(t, fx.Postings)
+	for _, posting := range fx.Postings {
+		stored, err := ledger.TransactionByRef(ctx, pool, posting.Ref)
+		require.NoError(t, err, "posting %s of %s", posting.Ref, eventID)
+		require.NoError(t, ledger.CheckSameContent(stored, posting))
+		require.True(t, stored.OccurredAt.Equal(posting.OccurredAt), "%s occurred at %s, its payload says %s",
+			posting.Ref, stored.OccurredAt, posting.OccurredAt)
+	}
+	p, err := ledger.GetPayment(ctx, pool, fx.PaymentID)
+	require.NoError(t, err)
+	facts, err := ledger.Facts(ctx, pool, fx.PaymentID)
+	require.NoError(t, err)
+	require.Equal(t, statemachine.Fold(facts).State, p.State, "the projection is the fold of its facts")
+	require.True(t, statemachine.Fold(facts).AmountCaptured.Equal(p.AmountCaptured))
+	require.True(t, p.AmountCaptured.IsPositive())
+	history, err := ledger.History(ctx, pool, fx.PaymentID)
+	require.NoError(t, err)
+	require.NotEmpty(t, history)
+	require.Equal(t, p.State, history[len(history)-1].To)
+	txns, err := ledger.TransactionsForPayment(ctx, pool, fx.PaymentID)
+	require.NoError(t, err)
+	require.NotEmpty(t, txns)
+
+	// The filled keys dedupe as the real ones do.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		created, err := inbox.InsertManyTx(ctx, tx, []inbox.Event{{Provider: "stripe", EventID: eventID,
+			Type: ev.Type, APIVersion: ev.APIVersion, Payload: ev.Payload}})
+		require.NoError(t, err)
+		require.False(t, created[0], "a filled event id arriving again is a duplicate")
+		return nil
+	})
+	require.NoError(t, err)
+
+	// A second run adds up to its new target, with ids of its own.
+	opts.events = 3000
+	res2, err := fill(ctx, opts)
+	require.NoError(t, err)
+	require.Equal(t, res.After, res2.Before)
+	require.GreaterOrEqual(t, res2.After, int64(3000))
+	tb, err = ledger.TrialBalance(ctx, pool)
+	require.NoError(t, err)
+	for _, c := range tb.Currencies {
+		require.True(t, c.Balanced, "%s after the second run", c.Currency)
+	}
+	res3, err := fill(ctx, opts)
+	require.NoError(t, err)
+	require.Equal(t, res2.After, res3.After, "a run to a level already held adds nothing")
+}
+
+// TestStampKeepsOrder: copies' ids sort in the order they were filled.
+func TestStampKeepsOrder(t *testing.T) {
+	t.Parallel()
+	prev := ""
+	for _, k := range []int64{0, 1, 9, 10, 61, 62, 3843, 3844, 1_000_000, 4_200_000, 56_800_235_583} {
+		b := []byte("evt_AVfFa8anFJpta1R6z1cNVk2J")[4:]
+		stamp(b, k)
+		require.Greater(t, string(b), prev, "stamp %d", k)
+		prev = string(b)
+	}
+}
