@@ -27,6 +27,8 @@
 #                              recreating it (benchfill only adds events)
 #   GROWTH_CONNECTIONS (64)    the wrk connection count (BENCH_LEVELS)
 #   GROWTH_CALLS (50)          timed calls of each endpoint per level
+#   GROWTH_TABLE=1             only prints the table again from the levels'
+#                              saved results (nothing is filled or measured)
 #   and scripts/bench.sh's own (BENCH_SECONDS, BENCH_WARMUP, BENCH_RATE…),
 #   passed through.
 # Needs jq. Raw outputs (benchfill's log, each level's bench results and
@@ -55,22 +57,23 @@ calls=${GROWTH_CALLS:-50}
 secret=whsec_bench_paygate
 token=bench-growth-ops-token
 
-say "building"
-go build -o "$out/paygate" ./cmd/paygate
-go build -o "$out/benchfill" ./cmd/benchfill
-
 db=paygate_bench
 url=$(DATABASE_URL='' scripts/db.sh "$db")
 admin="${url/\/$db\?/\/postgres?}"
 [[ "$admin" != "$url" ]] || admin="${url%/"$db"}/postgres"
-if [[ "${GROWTH_KEEP:-}" == 1 ]]; then
-  say "using database $db as it is (GROWTH_KEEP=1)"
-else
-  say "recreating database $db"
-  "$psql" "$admin" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
-  url=$(DATABASE_URL='' scripts/db.sh "$db" 2>/dev/null)
+if [[ "${GROWTH_TABLE:-}" != 1 ]]; then
+  say "building"
+  go build -o "$out/paygate" ./cmd/paygate
+  go build -o "$out/benchfill" ./cmd/benchfill
+  if [[ "${GROWTH_KEEP:-}" == 1 ]]; then
+    say "using database $db as it is (GROWTH_KEEP=1)"
+  else
+    say "recreating database $db"
+    "$psql" "$admin" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+    url=$(DATABASE_URL='' scripts/db.sh "$db" 2>/dev/null)
+  fi
+  DATABASE_URL="$url" "$out/paygate" migrate >"$out/migrate.log" 2>&1
 fi
-DATABASE_URL="$url" "$out/paygate" migrate >"$out/migrate.log" 2>&1
 
 pid=""
 stop_paygate() {
@@ -94,9 +97,8 @@ time_calls() {
   sort -n "$2" | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f %.1f\n", m, v[NR] }'
 }
 
-rows=()
-for level in "${levels[@]}"; do
-  dir="$out/level-$level"
+measure() {
+  local level="$1" dir="$out/level-$1" held size p lv ingest e2e pg1 stats_med stats_max metrics_med metrics_max
   rm -rf "$dir"
   mkdir -p "$dir"
   say "level $level: filling (log: tmp/bench-growth/level-$level/benchfill.log)"
@@ -131,28 +133,43 @@ for level in "${levels[@]}"; do
   e2e=$(jq -r 'if .e2e_seconds > 0 then .events / .e2e_seconds else 0 end' <<<"$lv")
   pg1=$(cat "$dir"/pgbench-single-*.log 2>/dev/null | sed -nE 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' |
     awk '{ s += $1; n++ } END { if (n) printf "%.0f", s / n; else print 0 }')
-  rows+=("$level $held $ingest $e2e $pg1 $stats_med $stats_max $metrics_med $metrics_max $size")
+  echo "$level $held $ingest $e2e $pg1 $stats_med $stats_max $metrics_med $metrics_max $size" >"$dir/row.txt"
   say "level $level: ingest $ingest/s, end to end $e2e/s, ops/stats median ${stats_med} ms (max ${stats_max}), $(numfmt --to=iec "$size")"
-done
+}
 
-{
+# ratio A B [PLACES]: A/B to two (or PLACES) decimals, 0 when B is 0.
+ratio() { awk -v a="$1" -v b="$2" -v p="${3:-2}" 'BEGIN { printf "%.*f", p, (b > 0 ? a / b : 0) }'; }
+verdict() { if awk "BEGIN { exit !($1) }"; then echo met; else echo "NOT met"; fi; }
+
+# table: the levels' saved rows (level-*/row.txt) as one table. The ratios
+# are to the first level's rates, as measured and divided by each run's
+# own pgbench anchor (which moves with whatever else the machine runs).
+table() {
+  local rows=() level held ingest e2e pg1 smed smax mmed mmax size
+  local base_ingest base_e2e base_pg1
+  for level in "${levels[@]}"; do rows+=("$(cat "$out/level-$level/row.txt")"); done
   echo "paygate make bench-growth, $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'), wrk at $conns connections"
-  echo "machine: nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg), $("$psql" "$url" -tAc "SHOW server_version")"
+  echo "machine: nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg), PostgreSQL $("$psql" "$url" -tAc "SHOW server_version")"
   echo
   read -r _ _ base_ingest base_e2e base_pg1 _ <<<"${rows[0]}"
-  printf '%-10s %-10s %10s %7s %10s %7s %8s %14s %14s %9s\n' level held "ingest/s" "vs 0" "e2e/s" "vs 0" "pgbench1" "ops/stats ms" "metrics ms" size
+  printf '%-9s %-9s %9s %6s %6s %8s %6s %6s %7s %19s %19s %6s\n' level held "ingest/s" "vs ${levels[0]}" "÷pg1" "e2e/s" "vs ${levels[0]}" "÷pg1" "pgbench1" "ops/stats ms" "metrics ms" size
   for r in "${rows[@]}"; do
     read -r level held ingest e2e pg1 smed smax mmed mmax size <<<"$r"
-    printf '%-10s %-10s %10.0f %7s %10.0f %7s %8s %14s %14s %9s\n' "$level" "$held" "$ingest" \
-      "$(awk -v a="$ingest" -v b="$base_ingest" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')" "$e2e" \
-      "$(awk -v a="$e2e" -v b="$base_e2e" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')" "$pg1" \
-      "$smed (max $smax)" "$mmed (max $mmax)" "$(numfmt --to=iec "$size")"
+    printf '%-9s %-9s %9.0f %6s %6s %8.0f %6s %6s %7.0f %19s %19s %6s\n' "$level" "$held" \
+      "$ingest" "$(ratio "$ingest" "$base_ingest")" "$(ratio "$(ratio "$ingest" "$pg1" 6)" "$(ratio "$base_ingest" "$base_pg1" 6)")" \
+      "$e2e" "$(ratio "$e2e" "$base_e2e")" "$(ratio "$(ratio "$e2e" "$pg1" 6)" "$(ratio "$base_e2e" "$base_pg1" 6)")" \
+      "$pg1" "$smed (max $smax)" "$mmed (max $mmax)" "$(numfmt --to=iec "$size")"
   done
-  echo "(ops/stats and metrics: median and max of $calls calls; pgbench1: the one-event pgbench anchor of the same level's run, tps)"
+  echo "(vs: the rate over the first level's; ÷pg1: the same, each rate first divided by its run's one-event"
+  echo " pgbench tps, pgbench1; ops/stats and metrics: median and max of $calls calls, ms)"
   echo
   read -r level _ ingest e2e _ smed _ <<<"${rows[-1]}"
-  verdict() { if awk "BEGIN { exit !($1) }"; then echo met; else echo "NOT met"; fi; }
   echo "at $level events: ingest ≥ 0.90× level ${levels[0]}: $(verdict "$ingest >= 0.9 * $base_ingest")"
   echo "at $level events: end to end ≥ 0.90× level ${levels[0]}: $(verdict "$e2e >= 0.9 * $base_e2e")"
   echo "at $level events: /v1/ops/stats median < 50 ms: $(verdict "$smed < 50")"
-} | tee "$out/table.txt"
+}
+
+if [[ "${GROWTH_TABLE:-}" != 1 ]]; then
+  for level in "${levels[@]}"; do measure "$level"; done
+fi
+table | tee "$out/table.txt"

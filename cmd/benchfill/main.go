@@ -114,7 +114,11 @@ func fill(ctx context.Context, o options) (result, error) {
 
 	logf("applying %d sample payments on a scratch database", o.samplePayments)
 	seed := uint64(time.Now().UnixNano())>>1 | 1
-	sample, drop, err := applySample(ctx, o.databaseURL, sampleEvents(o.samplePayments, seed), logf)
+	events, err := sampleEvents(o.samplePayments, seed)
+	if err != nil {
+		return result{}, err
+	}
+	sample, drop, err := applySample(ctx, o.databaseURL, events, logf)
 	if err != nil {
 		return result{}, err
 	}

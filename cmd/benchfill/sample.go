@@ -25,7 +25,7 @@ import (
 // sends (a charge.succeeded and a payment_intent.succeeded each, with a
 // receipt email; a tenth refunded in full), so that the filled database
 // holds what the benchmark itself would have left.
-func sampleEvents(payments int, seed uint64) []webhook.Event {
+func sampleEvents(payments int, seed uint64) ([]webhook.Event, error) {
 	sim := stripesim.New(stripesim.Config{WebhookSecret: "unused", Seed: int64(seed)})
 	rng := mrand.New(mrand.NewPCG(seed, 0xf111))
 	currencies := []string{"usd", "usd", "usd", "eur", "gbp", "jpy"}
@@ -43,12 +43,12 @@ func sampleEvents(payments int, seed uint64) []webhook.Event {
 	for _, e := range sim.Events() {
 		ev, err := stripe.DecodeEvent(e.Payload)
 		if err != nil {
-			panic(fmt.Sprintf("simulator event %s does not decode: %v", e.ID, err))
+			return nil, fmt.Errorf("simulator event %s: %w", e.ID, err)
 		}
 		out = append(out, ev)
 	}
 	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	return out
+	return out, nil
 }
 
 // withDatabase returns rawURL naming database name instead of its own.
