@@ -129,8 +129,11 @@ measure() {
   stop_paygate
 
   lv=$(jq --argjson c "$conns" '.series[] | select(.label == "paygate") | .levels[] | select(.connections == $c)' "$dir/results.json")
-  ingest=$(jq -r '.wrk.requests_per_s' <<<"$lv")
-  e2e=$(jq -r 'if .e2e_seconds > 0 then .events / .e2e_seconds else 0 end' <<<"$lv")
+  # As loadgen's report counts them: 2xx answers over wrk's duration, and
+  # the events found in the inbox over the time until none was left
+  # received.
+  ingest=$(jq -r 'if .wrk.seconds > 0 then (.wrk.requests - .wrk.non_2xx) / .wrk.seconds else .wrk.requests_per_s end' <<<"$lv")
+  e2e=$(jq -r 'if .e2e_seconds > 0 then (if .stored > 0 then .stored else .events end) / .e2e_seconds else 0 end' <<<"$lv")
   pg1=$(cat "$dir"/pgbench-single-*.log 2>/dev/null | sed -nE 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' |
     awk '{ s += $1; n++ } END { if (n) printf "%.0f", s / n; else print 0 }')
   echo "$level $held $ingest $e2e $pg1 $stats_med $stats_max $metrics_med $metrics_max $size" >"$dir/row.txt"
