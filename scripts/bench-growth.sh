@@ -11,7 +11,8 @@
 #      as it is (scripts/bench.sh with BENCH_DATABASE_KEEP=1, one wrk level,
 #      no scale-out, no floor server), pgbench anchors included;
 #   3. starts one `paygate serve` on it and times GET /v1/ops/stats and
-#      GET /metrics (GROWTH_CALLS calls each, curl's time_total).
+#      GET /metrics (GROWTH_CALLS calls each, curl's time_total), and a few
+#      other reads five times each (level-*/reads.txt);
 #
 # and prints one table: each level's ingest and end-to-end events/s, as a
 # ratio to the first level's, the /v1/ops/stats times and the database's
@@ -126,6 +127,20 @@ measure() {
   curl -fsS -H "Authorization: Bearer $token" "http://127.0.0.1:$p/v1/ops/stats" >"$dir/stats.json"
   read -r stats_med stats_max < <(time_calls "http://127.0.0.1:$p/v1/ops/stats" "$dir/ops-stats-ms.txt")
   read -r metrics_med metrics_max < <(time_calls "http://127.0.0.1:$p/metrics" "$dir/metrics-ms.txt")
+  # The other reads an operator makes, for what grows with the data (not
+  # in the table): a filled event, payment and its ledger, the lists'
+  # first pages, the trial balance.
+  local ev pay path
+  ev=$("$psql" "$url" -tAc "SELECT event_id FROM inbox_event_keys ORDER BY received_at LIMIT 1")
+  pay=$("$psql" "$url" -tAc "SELECT id FROM payments ORDER BY created_at LIMIT 1")
+  : >"$dir/reads.txt"
+  for path in "/v1/events/stripe/$ev" "/v1/payments/$pay" "/v1/payments/$pay/ledger" "/v1/events?limit=100" \
+    "/v1/events?status=processed&type=charge.succeeded&limit=100" "/v1/payments?limit=100" "/v1/ops/poison" "/v1/ledger/trial-balance"; do
+    echo "$path $(calls=5 time_calls "http://127.0.0.1:$p$path" "$dir/read.tmp")" >>"$dir/reads.txt"
+  done
+  rm -f "$dir/read.tmp"
+  say "level $level: other reads (path, median and max of 5, ms):"
+  cat "$dir/reads.txt" >&2
   stop_paygate
 
   lv=$(jq --argjson c "$conns" '.series[] | select(.label == "paygate") | .levels[] | select(.connections == $c)' "$dir/results.json")
