@@ -199,6 +199,10 @@ stop_all
 if [[ "${BENCH_SCALEOUT:-1}" != 0 ]]; then
   for n in ${BENCH_SCALEOUT_INSTANCES:-1 2 4}; do
     say "scale-out: $n instance(s) behind the proxy"
+    # paygate serve opens a pool of up to 40 connections.
+    if (( n * 40 > maxconns )); then
+      say "$n instances may open $((n * 40)) connections, more than max_connections ($maxconns): expect 503s"
+    fi
     backends=() started=()
     for i in $(seq "$n"); do
       start_paygate "scale$n-$i"
