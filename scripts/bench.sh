@@ -179,7 +179,7 @@ batch=$(pgbench_run batch scripts/bench_batch_ingest.sql -D batch=32)
 if [[ "${BENCH_FLOOR:-1}" != 0 ]]; then
   p=$(free_port)
   "$out/loadgen" floor -addr "127.0.0.1:$p" -secrets "$secret" >"$out/floor.log" 2>&1 &
-  pids+=($!)
+  pids+=("$!")
   wait_ready "http://127.0.0.1:$p/healthz" "$!" "$out/floor.log"
   say "floor server on 127.0.0.1:$p"
   "$out/loadgen" run -floor -label floor -url "http://127.0.0.1:$p/webhooks/stripe" -secret "$secret" \
@@ -210,7 +210,7 @@ if [[ "${BENCH_SCALEOUT:-1}" != 0 ]]; then
     done
     p=$(free_port)
     "$out/loadgen" proxy -addr "127.0.0.1:$p" -backends "$(IFS=,; echo "${backends[*]}")" >"$out/proxy-$n.log" 2>&1 &
-    pids+=($!)
+    pids+=("$!")
     wait_ready "http://127.0.0.1:$p/readyz" "$!" "$out/proxy-$n.log"
     run_loadgen -label "scale-$n" -proxied -instances "$n" -url "http://127.0.0.1:$p/webhooks/stripe" \
       -metrics "$(IFS=,; echo "${backends[*]}")" -pids "$(IFS=,; echo "${started[*]}")" \
