@@ -115,13 +115,16 @@ pgver=$("$psql" "$url" -tAc "SHOW server_version")
 fsync=$("$psql" "$url" -tAc "SHOW fsync")
 synccommit=$("$psql" "$url" -tAc "SHOW synchronous_commit")
 maxconns=$("$psql" "$url" -tAc "SHOW max_connections")
-stored=$("$psql" "$url" -tAc "SELECT reltuples::bigint FROM pg_class WHERE relname = 'inbox_events'")
+# The statistics' live-row estimate, over the partitions if there are
+# any: a count(*) of a filled inbox would take minutes.
+stored=$("$psql" "$url" -tAc "SELECT coalesce(sum(n_live_tup), 0) FROM pg_stat_user_tables
+  WHERE relid = 'inbox_events'::regclass OR relid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'inbox_events'::regclass)")
 hostport=$(sed -E 's|^postgres(ql)?://[^@]*@([^/]*)/.*$|\2|' <<<"$url")
 host=${hostport%:*}
 port=${hostport##*:}
 mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
 title="paygate make bench, $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'), ingest=${BENCH_INGEST:-batch}
-machine: nproc $(nproc), MemTotal $mem, load average $(cut -d' ' -f1-3 /proc/loadavg), PostgreSQL $pgver (fsync=$fsync, synchronous_commit=$synccommit, max_connections=$maxconns), wrk $wrkver, inbox rows at start ~$((stored < 0 ? 0 : stored))"
+machine: nproc $(nproc), MemTotal $mem, load average $(cut -d' ' -f1-3 /proc/loadavg), PostgreSQL $pgver (fsync=$fsync, synchronous_commit=$synccommit, max_connections=$maxconns), wrk $wrkver, inbox rows at start ~$stored"
 
 # pgbench_run NAME SCRIPT [pgbench args…]: prints the tps of one pgbench
 # run on a fresh anchor database. keys=1 when the schema keeps the dedupe
