@@ -94,7 +94,9 @@ func openPool(ctx context.Context, cfg config, maxConns int32) (*pgxpool.Pool, e
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	if maxConns > 0 {
+	// The URL's own pool_max_conns wins over the command's default, so
+	// that several instances can share the server's max_connections.
+	if maxConns > 0 && !strings.Contains(cfg.DatabaseURL, "pool_max_conns") {
 		pc.MaxConns = maxConns
 	}
 	pc.ConnConfig.ConnectTimeout = 3 * time.Second

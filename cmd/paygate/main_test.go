@@ -263,3 +263,20 @@ func TestConfigErrors(t *testing.T) {
 		require.Equal(t, want, cfg.PayloadRetention, v)
 	}
 }
+
+// TestPoolSizeFromTheURL: serve's pool is 40 connections unless
+// DATABASE_URL says pool_max_conns, so that several instances can share
+// the server's max_connections.
+func TestPoolSizeFromTheURL(t *testing.T) {
+	t.Parallel()
+	_, dbURL := testdb.NewWithURL(t)
+	ctx := t.Context()
+	pool, err := openPool(ctx, config{DatabaseURL: dbURL}, 40)
+	require.NoError(t, err)
+	require.Equal(t, int32(40), pool.Config().MaxConns)
+	pool.Close()
+	pool, err = openPool(ctx, config{DatabaseURL: dbURL + "&pool_max_conns=12"}, 40)
+	require.NoError(t, err)
+	require.Equal(t, int32(12), pool.Config().MaxConns)
+	pool.Close()
+}
