@@ -198,7 +198,8 @@ func ReplayMatchingTx(ctx context.Context, tx pgx.Tx, f Filter) ([]Key, error) {
 	rows, err := tx.Query(ctx, `
 		WITH replayed AS (
 			UPDATE inbox_events SET status = 'received', processed_at = NULL, requeued_at = now()
-			WHERE (id, received_at) IN (SELECT id, received_at FROM inbox_events WHERE `+cond+` ORDER BY id FOR UPDATE)
+			WHERE (provider, event_id, received_at) IN (
+				SELECT provider, event_id, received_at FROM inbox_events WHERE `+cond+` ORDER BY id FOR UPDATE)
 			RETURNING id, provider, event_id)
 		SELECT provider, event_id FROM replayed ORDER BY id`, args...)
 	if err != nil {

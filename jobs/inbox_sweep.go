@@ -142,7 +142,7 @@ func (s *sweeper) sweep(ctx context.Context, rc *river.Client[pgx.Tx]) (int, err
 // inbox and job table.
 const sweepStranded = `
 	WITH stranded AS (
-		SELECT e.id, e.received_at FROM inbox_events e
+		SELECT e.provider, e.event_id, e.received_at FROM inbox_events e
 		WHERE e.status = 'received'
 		  AND e.received_at < now() - $1 * interval '1 second'
 		  AND (e.requeued_at IS NULL OR e.requeued_at < now() - $1 * interval '1 second')
@@ -155,7 +155,7 @@ const sweepStranded = `
 		LIMIT $2
 		FOR UPDATE OF e SKIP LOCKED)
 	UPDATE inbox_events e SET requeued_at = now()
-	FROM stranded s WHERE (e.id, e.received_at) = (s.id, s.received_at)
+	FROM stranded s WHERE (e.provider, e.event_id, e.received_at) = (s.provider, s.event_id, s.received_at)
 	RETURNING e.provider, e.event_id`
 
 // sweepBatch re-enqueues up to sweepBatch stranded events in one
