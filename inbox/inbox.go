@@ -143,11 +143,7 @@ func LockManyTx(ctx context.Context, tx pgx.Tx, keys []Key) (map[Key]Event, erro
 	if len(keys) == 0 {
 		return out, nil
 	}
-	providers := make([]string, len(keys))
-	ids := make([]string, len(keys))
-	for i, k := range keys {
-		providers[i], ids[i] = k.Provider, k.EventID
-	}
+	providers, ids := columnsOf(keys)
 	rows, err := tx.Query(ctx, `SELECT `+qualified("e")+` FROM inbox_event_keys k
 		JOIN inbox_events e ON (e.provider, e.event_id, e.received_at) = (k.provider, k.event_id, k.received_at)
 		WHERE (k.provider, k.event_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))

@@ -14,18 +14,13 @@ import (
 // from the map, and so is one whose payload the retention dropped (its key
 // stays, so inserting it again is a duplicate); a key given twice is
 // answered once. Each event is looked up in the one partition its key
-// names. No keys: an empty map,
-// and no statement.
+// names. No keys: an empty map, and no statement.
 func KeyStatuses(ctx context.Context, q Querier, keys []Key) (map[Key]Status, error) {
 	out := make(map[Key]Status, len(keys))
 	if len(keys) == 0 {
 		return out, nil
 	}
-	providers := make([]string, len(keys))
-	ids := make([]string, len(keys))
-	for i, k := range keys {
-		providers[i], ids[i] = k.Provider, k.EventID
-	}
+	providers, ids := columnsOf(keys)
 	rows, err := q.Query(ctx, `SELECT e.provider, e.event_id, e.status FROM inbox_event_keys k
 		JOIN inbox_events e ON (e.provider, e.event_id, e.received_at) = (k.provider, k.event_id, k.received_at)
 		WHERE (k.provider, k.event_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, providers, ids)
@@ -44,4 +39,13 @@ func KeyStatuses(ctx context.Context, q Querier, keys []Key) (map[Key]Status, er
 		return nil, fmt.Errorf("read status of %s: %w", eventsNoun(keys), err)
 	}
 	return out, nil
+}
+
+// columnsOf splits keys into the two arrays a statement unnests.
+func columnsOf(keys []Key) (providers, ids []string) {
+	providers, ids = make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		providers[i], ids[i] = k.Provider, k.EventID
+	}
+	return providers, ids
 }

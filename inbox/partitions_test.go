@@ -16,21 +16,12 @@ import (
 	"github.com/paygate/paygate/internal/testdb"
 )
 
-// appRole is a pool on pool's database whose every connection is
+// appRole is a pool on a fresh database whose every connection is
 // paygate_app, the role `paygate serve` runs as, which owns nothing.
 func appRole(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	_, url := testdb.NewWithURL(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, `SET ROLE paygate_app`)
-		return err
-	}
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool
+	return appRoleOn(t, url)
 }
 
 // trueCounts counts the rows, the way Counts must agree with.
