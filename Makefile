@@ -28,7 +28,7 @@ bench:
 
 # make bench's ingest and end-to-end rates with the database filled to each of
 # GROWTH_LEVELS events (default 0,100000; the full run is
-# GROWTH_LEVELS=0,1000000,10000000, about an hour and 20 GB), and the time of
+# GROWTH_LEVELS=0,1000000,10000000, about 45 minutes and 35 GB), and the time of
 # /v1/ops/stats at each (docs/performance.md).
 bench-growth:
 	@scripts/bench-growth.sh
