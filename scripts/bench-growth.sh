@@ -32,7 +32,7 @@
 #                              saved results (nothing is filled or measured)
 #   and scripts/bench.sh's own (BENCH_SECONDS, BENCH_WARMUP, BENCH_RATE…),
 #   passed through.
-# Needs jq. Raw outputs (benchfill's log, each level's bench results and
+# Installs Debian's jq when missing. Raw outputs (benchfill's log, each level's bench results and
 # report, the timings, table.txt) go to tmp/bench-growth/ (git-ignored).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -41,7 +41,8 @@ out="$root/tmp/bench-growth"
 mkdir -p "$out"
 say() { echo "bench-growth: $*" >&2; }
 
-command -v jq >/dev/null || { say "jq not found (Debian: apt-get install jq)"; exit 1; }
+# jq reads the measurements bench.sh saves; Debian's, when missing.
+command -v jq >/dev/null || scripts/apt-install.sh jq=1.6-2.1+deb12u3
 find_pg_bin() {
   local tool="$1" c
   if c=$(command -v "$tool" 2>/dev/null); then echo "$c"; return 0; fi

@@ -6,14 +6,7 @@
 set -euo pipefail
 pinned=4.1.0-3+b2
 if ! command -v wrk >/dev/null 2>&1; then
-	sudo=()
-	if [[ $(id -u) -ne 0 ]]; then
-		command -v sudo >/dev/null 2>&1 || { echo "wrk.sh: run as root (or install sudo) to install wrk" >&2; exit 1; }
-		sudo=(sudo)
-	fi
-	export DEBIAN_FRONTEND=noninteractive
-	"${sudo[@]}" apt-get update -qq
-	"${sudo[@]}" apt-get install -y -qq --no-install-recommends "wrk=$pinned" >/dev/null
+	"$(dirname "$0")/apt-install.sh" "wrk=$pinned"
 fi
 # wrk -v prints its version and then its usage, and exits 1.
 version=$(dpkg-query -W -f='${Version}' wrk 2>/dev/null || true)
