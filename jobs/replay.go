@@ -97,11 +97,7 @@ func (c *Client) DiscardEventTx(ctx context.Context, tx pgx.Tx, provider, eventI
 	if err := inbox.AppendAuditTx(ctx, tx, inbox.ActionDiscard, op, inbox.Key{Provider: provider, EventID: eventID}); err != nil {
 		return inbox.Event{}, err
 	}
-	rows, err := tx.Query(ctx, `
-		SELECT id FROM river_job
-		WHERE kind = $1 AND args->>'provider' = $2 AND args->>'event_id' = $3
-		  AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')`,
-		ProcessEventArgs{}.Kind(), provider, eventID)
+	rows, err := tx.Query(ctx, liveJobsOfEvent, ProcessEventArgs{}.Kind(), provider, eventID)
 	if err != nil {
 		return inbox.Event{}, fmt.Errorf("find jobs of %s: %w", eventID, err)
 	}
@@ -116,6 +112,27 @@ func (c *Client) DiscardEventTx(ctx context.Context, tx pgx.Tx, provider, eventI
 	}
 	return ev, nil
 }
+
+// An event's jobs are found by containment of their args, which River's
+// GIN index on river_job.args answers: river_job holds a day of finished
+// jobs (River's retention), so a match on args->>'event_id' under the kind,
+// which nearly every row shares, would read all of them.
+const (
+	// liveJobsOfEvent: the ids of the event's ($2, $3) jobs of kind $1 that
+	// may still run.
+	liveJobsOfEvent = `
+		SELECT id FROM river_job
+		WHERE args @> jsonb_build_object('provider', $2::text, 'event_id', $3::text) AND kind = $1
+		  AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')`
+	// attemptErrorsOfEvents: every recorded error of the jobs of kind $1 of
+	// the events $3 of provider $2.
+	attemptErrorsOfEvents = `
+		SELECT id.event_id, j.id, e
+		FROM unnest($3::text[]) AS id (event_id)
+		JOIN river_job j ON j.args @> jsonb_build_object('provider', $2::text, 'event_id', id.event_id)
+		CROSS JOIN LATERAL unnest(j.errors) AS e
+		WHERE j.kind = $1`
+)
 
 // AttemptError is one failed attempt of an event's processing.
 type AttemptError struct {
@@ -154,11 +171,7 @@ func AttemptErrors(ctx context.Context, q inbox.Querier, provider string, eventI
 			}})
 		}
 	}
-	rows, err := q.Query(ctx, `
-		SELECT j.args->>'event_id', j.id, e
-		FROM river_job j, unnest(j.errors) AS e
-		WHERE j.kind = $1 AND j.args->>'provider' = $2 AND j.args->>'event_id' = ANY($3)`,
-		ProcessEventArgs{}.Kind(), provider, eventIDs)
+	rows, err := q.Query(ctx, attemptErrorsOfEvents, ProcessEventArgs{}.Kind(), provider, eventIDs)
 	if err != nil {
 		return nil, fmt.Errorf("read attempt errors: %w", err)
 	}
