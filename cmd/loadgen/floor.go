@@ -26,16 +26,22 @@ func floorCommand(args []string) error {
 	secrets := fs.String("secrets", "", "comma-separated webhook secrets, as PAYGATE_STRIPE_WEBHOOK_SECRETS")
 	_ = fs.Parse(args)
 	e := floorServer(stripe.NewReceiver(strings.Split(*secrets, ","), 0), 1<<20)
+	fmt.Fprintf(os.Stderr, "loadgen: floor server on %s\n", *addr)
+	return serveUntilSignal(func() error { return e.Start(*addr) }, e.Shutdown)
+}
+
+// serveUntilSignal runs serve until it fails or SIGTERM or SIGINT asks
+// shutdown to stop it, giving in-flight requests five seconds.
+func serveUntilSignal(serve func() error, shutdown func(context.Context) error) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = e.Shutdown(sctx)
+		_ = shutdown(sctx)
 	}()
-	fmt.Fprintf(os.Stderr, "loadgen: floor server on %s\n", *addr)
-	if err := e.Start(*addr); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

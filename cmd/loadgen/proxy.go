@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -11,10 +9,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/signal"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -33,19 +29,8 @@ func proxyCommand(args []string) error {
 		targets = append(targets, u)
 	}
 	srv := &http.Server{Addr: *addr, Handler: newProxy(targets), ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
 	fmt.Fprintf(os.Stderr, "loadgen: proxy on %s to %s\n", *addr, *backends)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serveUntilSignal(srv.ListenAndServe, srv.Shutdown)
 }
 
 // newProxy sends each request to the next of targets in turn, over pooled
