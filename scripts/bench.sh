@@ -127,15 +127,13 @@ title="paygate make bench, $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short 
 machine: nproc $(nproc), MemTotal $mem, load average $(cut -d' ' -f1-3 /proc/loadavg), PostgreSQL $pgver (fsync=$fsync, synchronous_commit=$synccommit, max_connections=$maxconns), wrk $wrkver, inbox rows at start ~$stored"
 
 # pgbench_run NAME SCRIPT [pgbench args…]: prints the tps of one pgbench
-# run on a fresh anchor database. keys=1 when the schema keeps the dedupe
-# key in inbox_event_keys (the scripts then write the rows paygate writes).
+# run on a fresh anchor database.
 anchor_url=""
 pgbench_run() {
-  local name="$1" script="$2" tps keys
+  local name="$1" script="$2" tps
   shift 2
   fresh_anchor
-  keys=$("$psql" "$anchor_url" -tAc "SELECT count(*) FROM pg_class WHERE relname = 'inbox_event_keys'")
-  "$pgbench" -h "$host" -p "$port" -U postgres -n -c 32 -j 2 -T "$pgsecs" -D "keys=$keys" "$@" \
+  "$pgbench" -h "$host" -p "$port" -U postgres -n -c 32 -j 2 -T "$pgsecs" "$@" \
     -f "$script" "$anchor" >"$out/pgbench-$name.log" 2>&1 || { cat "$out/pgbench-$name.log" >&2; return 1; }
   tps=$(sed -nE 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' "$out/pgbench-$name.log")
   [[ -n "$tps" ]] || { cat "$out/pgbench-$name.log" >&2; say "could not read pgbench's tps"; return 1; }

@@ -4,9 +4,7 @@
 -- table as a group commit writes them. Its events/s is what PostgreSQL can
 -- store on this machine when commits are shared: an ingest path that keeps
 -- one row and one job per event, committed with fsync, cannot pass it.
--- -D keys=1: the schema with inbox_event_keys, as in the naive script.
 BEGIN;
-\if :keys
 WITH fresh AS (
     INSERT INTO inbox_event_keys (provider, event_id)
     SELECT 'stripe', 'evt_pgbench_' || txid_current() || '_' || g
@@ -19,14 +17,6 @@ INSERT INTO inbox_events (provider, event_id, type, livemode, api_version, provi
 SELECT provider, event_id, 'payment_intent.succeeded', false, '2024-06-20', now(),
        convert_to(repeat(md5(random()::text), 38), 'UTF8'), received_at
 FROM fresh;
-\else
-INSERT INTO inbox_events (provider, event_id, type, livemode, api_version, provider_created_at, payload)
-SELECT 'stripe', 'evt_pgbench_' || txid_current() || '_' || g, 'payment_intent.succeeded', false, '2024-06-20', now(),
-       convert_to(repeat(md5(random()::text), 38), 'UTF8')
-FROM generate_series(1, :batch) AS g
-ORDER BY 2
-ON CONFLICT (provider, event_id) DO NOTHING;
-\endif
 INSERT INTO river_job (args, kind, max_attempts, queue, state, priority, scheduled_at, metadata, tags)
 SELECT jsonb_build_object('provider', 'stripe', 'event_id', 'evt_pgbench_' || txid_current() || '_' || g),
        'process_event', 10, 'events', 'available', 1, now(), '{}', '{}'
