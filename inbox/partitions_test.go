@@ -1,7 +1,6 @@
 package inbox_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -21,7 +20,7 @@ import (
 func appRole(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	_, url := testdb.NewWithURL(t)
-	return appRoleOn(t, url)
+	return testdb.AppRole(t, url)
 }
 
 // trueCounts counts the rows, the way Counts must agree with.
@@ -183,7 +182,7 @@ func TestPayloadRetention(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	owner, url := testdb.NewWithURL(t)
-	app := appRoleOn(t, url)
+	app := testdb.AppRole(t, url)
 
 	// Months ahead, as the upkeep makes them, then events dated in them.
 	created, err := inbox.EnsurePartitions(ctx, app, time.Now().AddDate(0, 12, 0))
@@ -275,21 +274,6 @@ func TestPayloadRetention(t *testing.T) {
 	require.ErrorContains(t, err, "has begun")
 	_, err = app.Exec(ctx, `DROP TABLE `+recent.Name)
 	require.ErrorContains(t, err, "must be owner")
-}
-
-// appRoleOn is appRole on the database at url.
-func appRoleOn(t *testing.T, url string) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, `SET ROLE paygate_app`)
-		return err
-	}
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool
 }
 
 // TestLookupsVisitOnePartition: reading, locking and updating an event by

@@ -19,23 +19,11 @@ import (
 )
 
 // appRolePool is a pool on a fresh database whose every connection is
-// paygate_app, the least-privileged role `paygate serve` runs as. (SET ROLE
-// rather than a login, so the test does not depend on the server's
-// authentication for other users.)
+// paygate_app, the least-privileged role `paygate serve` runs as.
 func appRolePool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	_, url := testdb.NewWithURL(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.MaxConns = 20
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, `SET ROLE paygate_app`)
-		return err
-	}
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool
+	return testdb.AppRole(t, url)
 }
 
 // TestAppRoleRunsTheWholePath: everything the server does to the database

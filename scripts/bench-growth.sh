@@ -43,14 +43,8 @@ say() { echo "bench-growth: $*" >&2; }
 
 # jq reads the measurements bench.sh saves; Debian's, when missing.
 command -v jq >/dev/null || scripts/apt-install.sh jq=1.6-2.1+deb12u3
-find_pg_bin() {
-  local tool="$1" c
-  if c=$(command -v "$tool" 2>/dev/null); then echo "$c"; return 0; fi
-  for c in /usr/lib/postgresql/*/bin/"$tool" /usr/local/pgsql/bin/"$tool"; do
-    [[ -x "$c" ]] && { echo "$c"; return 0; }
-  done
-  return 1
-}
+# shellcheck source=scripts/pg-bin.sh
+source "$(dirname "${BASH_SOURCE[0]}")/pg-bin.sh"
 psql=$(find_pg_bin psql) || { say "psql not found"; exit 1; }
 
 IFS=, read -r -a levels <<<"${GROWTH_LEVELS:-0,100000}"

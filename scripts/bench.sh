@@ -49,14 +49,8 @@ mkdir -p "$out"
 rm -f "$out"/wrk-*.txt "$out"/pgbench-*.log "$out"/results.json "$out"/report.txt
 say() { echo "bench: $*" >&2; }
 
-find_pg_bin() {
-  local tool="$1" c
-  if c=$(command -v "$tool" 2>/dev/null); then echo "$c"; return 0; fi
-  for c in /usr/lib/postgresql/*/bin/"$tool" /usr/local/pgsql/bin/"$tool"; do
-    [[ -x "$c" ]] && { echo "$c"; return 0; }
-  done
-  return 1
-}
+# shellcheck source=scripts/pg-bin.sh
+source "$(dirname "${BASH_SOURCE[0]}")/pg-bin.sh"
 pgbench=$(find_pg_bin pgbench) || { say "pgbench not found (Debian: apt-get install postgresql-client)"; exit 1; }
 psql=$(find_pg_bin psql) || { say "psql not found"; exit 1; }
 wrkver=$(scripts/wrk.sh)

@@ -17,14 +17,8 @@ say() { echo "db: $*" >&2; }
 
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-find_pg_bin() {
-  local tool="$1" c
-  if c=$(command -v "$tool" 2>/dev/null); then echo "$c"; return 0; fi
-  for c in /usr/lib/postgresql/*/bin/"$tool" /usr/local/pgsql/bin/"$tool"; do
-    [[ -x "$c" ]] && { echo "$c"; return 0; }
-  done
-  return 1
-}
+# shellcheck source=scripts/pg-bin.sh
+source "$(dirname "${BASH_SOURCE[0]}")/pg-bin.sh"
 
 create_db() { # host port
   local psql
