@@ -113,25 +113,22 @@ func (c *Client) DiscardEventTx(ctx context.Context, tx pgx.Tx, provider, eventI
 	return ev, nil
 }
 
-// An event's jobs are found by containment of their args, which River's
-// GIN index on river_job.args answers: river_job holds a day of finished
-// jobs (River's retention), so a match on args->>'event_id' under the kind,
-// which nearly every row shares, would read all of them.
 const (
 	// liveJobsOfEvent: the ids of the event's ($2, $3) jobs of kind $1 that
-	// may still run.
+	// may still run (few: River's state-led index finds them).
 	liveJobsOfEvent = `
 		SELECT id FROM river_job
-		WHERE args @> jsonb_build_object('provider', $2::text, 'event_id', $3::text) AND kind = $1
+		WHERE kind = $1 AND args->>'provider' = $2 AND args->>'event_id' = $3
 		  AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')`
 	// attemptErrorsOfEvents: every recorded error of the jobs of kind $1 of
-	// the events $3 of provider $2.
+	// the events $3 of provider $2. Only jobs that failed have errors, and
+	// river_job_process_event_errors_idx holds just those (migration 0014):
+	// the day of finished jobs River keeps is never read.
 	attemptErrorsOfEvents = `
-		SELECT id.event_id, j.id, e
-		FROM unnest($3::text[]) AS id (event_id)
-		JOIN river_job j ON j.args @> jsonb_build_object('provider', $2::text, 'event_id', id.event_id)
-		CROSS JOIN LATERAL unnest(j.errors) AS e
-		WHERE j.kind = $1`
+		SELECT j.args->>'event_id', j.id, e
+		FROM river_job j, unnest(j.errors) AS e
+		WHERE j.kind = $1 AND j.errors IS NOT NULL
+		  AND j.args->>'provider' = $2 AND j.args->>'event_id' = ANY($3)`
 )
 
 // AttemptError is one failed attempt of an event's processing.
