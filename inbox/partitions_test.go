@@ -15,14 +15,6 @@ import (
 	"github.com/paygate/paygate/internal/testdb"
 )
 
-// appRole is a pool on a fresh database whose every connection is
-// paygate_app, the role `paygate serve` runs as, which owns nothing.
-func appRole(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	_, url := testdb.NewWithURL(t)
-	return testdb.AppRole(t, url)
-}
-
 // trueCounts counts the rows, the way Counts must agree with.
 func trueCounts(t *testing.T, pool *pgxpool.Pool) map[inbox.Status]int64 {
 	t.Helper()
@@ -57,7 +49,7 @@ func requireCountsTrue(t *testing.T, pool *pgxpool.Pool, step string) {
 func TestCountsFollowEveryChange(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool := appRole(t)
+	pool := testdb.NewAppRole(t)
 	requireCountsTrue(t, pool, "nothing")
 
 	insert := func(ids ...string) {

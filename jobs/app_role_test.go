@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/inbox"
@@ -18,14 +17,6 @@ import (
 	"github.com/paygate/paygate/webhook"
 )
 
-// appRolePool is a pool on a fresh database whose every connection is
-// paygate_app, the least-privileged role `paygate serve` runs as.
-func appRolePool(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	_, url := testdb.NewWithURL(t)
-	return testdb.AppRole(t, url)
-}
-
 // TestAppRoleRunsTheWholePath: everything the server does to the database
 // works as paygate_app: ingest (inbox row and job), River's client (leader
 // election, fetching, completing, periodic jobs), applying events (ledger,
@@ -35,7 +26,7 @@ func appRolePool(t *testing.T) *pgxpool.Pool {
 func TestAppRoleRunsTheWholePath(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := appRolePool(t)
+	pool := testdb.NewAppRole(t)
 	var who string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT current_user`).Scan(&who))
 	require.Equal(t, "paygate_app", who)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/inbox"
+	"github.com/paygate/paygate/internal/testdb"
 	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/ledger"
 )
@@ -21,7 +22,7 @@ import (
 func TestInboxPartitionsWorker(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := appRolePool(t)
+	pool := testdb.NewAppRole(t)
 
 	events := []inbox.Event{
 		{Provider: "stripe", EventID: "evt_kept_1", Type: "charge.succeeded", Payload: []byte(`{}`)},

@@ -31,3 +31,10 @@ func AppRole(t testing.TB, url string) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// NewAppRole is AppRole on a fresh database of New's.
+func NewAppRole(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	_, url := NewWithURL(t)
+	return AppRole(t, url)
+}
