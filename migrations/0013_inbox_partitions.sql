@@ -113,7 +113,9 @@ CREATE INDEX inbox_events_status_type_idx ON inbox_events (status, type, receive
 
 -- Counts by status. A transaction adds its changes to the slot of its
 -- backend, so concurrent ingest and apply transactions, each holding its
--- slot's row until it commits, never wait for one another on a counter.
+-- slot's row until it commits, do not wait for one another on a counter;
+-- two backends that share a slot take its rows in status order, so they
+-- wait but never deadlock.
 CREATE TABLE inbox_status_counts (
     status text     NOT NULL,
     slot   smallint NOT NULL,
@@ -128,11 +130,11 @@ LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO inbox_status_counts (status, slot, n)
-            SELECT status, pg_backend_pid() % 64, count(*) FROM new_rows GROUP BY status
+            SELECT status, pg_backend_pid() % 64, count(*) FROM new_rows GROUP BY status ORDER BY status
             ON CONFLICT (status, slot) DO UPDATE SET n = inbox_status_counts.n + excluded.n;
     ELSIF TG_OP = 'DELETE' THEN
         INSERT INTO inbox_status_counts (status, slot, n)
-            SELECT status, pg_backend_pid() % 64, -count(*) FROM old_rows GROUP BY status
+            SELECT status, pg_backend_pid() % 64, -count(*) FROM old_rows GROUP BY status ORDER BY status
             ON CONFLICT (status, slot) DO UPDATE SET n = inbox_status_counts.n + excluded.n;
     ELSE
         INSERT INTO inbox_status_counts (status, slot, n)
@@ -140,7 +142,7 @@ BEGIN
                 SELECT status, 1 AS d FROM new_rows
                 UNION ALL
                 SELECT status, -1 FROM old_rows
-            ) c GROUP BY status HAVING sum(d) <> 0
+            ) c GROUP BY status HAVING sum(d) <> 0 ORDER BY status
             ON CONFLICT (status, slot) DO UPDATE SET n = inbox_status_counts.n + excluded.n;
     END IF;
     RETURN NULL;
@@ -235,7 +237,7 @@ BEGIN
         RETURN -open_events;
     END IF;
     EXECUTE format('INSERT INTO inbox_status_counts (status, slot, n)
-        SELECT status, pg_backend_pid() %% 64, -count(*) FROM %I GROUP BY status
+        SELECT status, pg_backend_pid() %% 64, -count(*) FROM %I GROUP BY status ORDER BY status
         ON CONFLICT (status, slot) DO UPDATE SET n = inbox_status_counts.n + excluded.n', partition);
     EXECUTE format('SELECT count(*) FROM %I', partition) INTO dropped;
     EXECUTE format('ALTER TABLE inbox_events DETACH PARTITION %I', partition);
