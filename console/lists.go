@@ -31,8 +31,10 @@ func filterValues(ec echo.Context, names ...string) url.Values {
 
 // readList reads one page of an API list with the filters f. A filter the
 // API refuses (400) is shown with the API's reason above the unfiltered
-// list, so that a typo leaves the operator on a useful page.
-func (c *Console) readList(ec echo.Context, path string, f url.Values, out any) (filterErr string, a answer) {
+// list, so that a typo leaves the operator on a useful page. applied is
+// the filters the page was read with (none after a refusal), which its
+// next page keeps.
+func (c *Console) readList(ec echo.Context, path string, f url.Values, out any) (applied url.Values, filterErr string, a answer) {
 	q := url.Values{"limit": {listLimit}}
 	for k, vs := range f {
 		q[k] = vs
@@ -43,16 +45,27 @@ func (c *Console) readList(ec echo.Context, path string, f url.Values, out any) 
 	ctx, cancel := readContext(ec)
 	defer cancel()
 	a = c.call(ctx, sessionIn(ec).token, http.MethodGet, path, q, nil, "")
+	applied = f
 	if a.status == http.StatusBadRequest {
-		filterErr = a.problem()
+		applied, filterErr = nil, a.problem()
 		a = c.call(ctx, sessionIn(ec).token, http.MethodGet, path, url.Values{"limit": {listLimit}}, nil, "")
 	}
 	if a.ok() {
 		if err := a.decode(out); err != nil {
-			return filterErr, answer{status: http.StatusBadGateway, body: []byte(`{"title":"Bad gateway","detail":"the API's answer could not be read"}`)}
+			return applied, filterErr, answer{status: http.StatusBadGateway, body: []byte(`{"title":"Bad gateway","detail":"the API's answer could not be read"}`)}
 		}
 	}
-	return filterErr, a
+	return applied, filterErr, a
+}
+
+// filterMap is the filters named names of f, each "" when not set, for a
+// list's form.
+func filterMap(f url.Values, names []string) map[string]string {
+	m := make(map[string]string, len(names))
+	for _, n := range names {
+		m[n] = f.Get(n)
+	}
+	return m
 }
 
 // nextQuery is the query of a list's next page: the same filters and the
@@ -84,20 +97,14 @@ var eventFilters = []string{"provider", "status", "type", "payment_id"}
 func (c *Console) eventList(ec echo.Context) error {
 	f := filterValues(ec, eventFilters...)
 	var page api.PoisonPage
-	filterErr, a := c.readList(ec, "/v1/events", f, &page)
+	applied, filterErr, a := c.readList(ec, "/v1/events", f, &page)
 	if !a.ok() {
 		return c.apiFailed(ec, "Events", a)
 	}
-	d := eventListData{Filter: map[string]string{}, FilterErr: filterErr, Events: page.Events,
-		NextQuery: nextQuery(f, page.NextCursor),
+	d := eventListData{Filter: filterMap(f, eventFilters), FilterErr: filterErr, Events: page.Events,
+		NextQuery: nextQuery(applied, page.NextCursor),
 		Statuses:  []string{"received", "processed", "ignored", "poison", "discarded"},
 		Providers: []string{"stripe", "adyen", "standard"}}
-	for _, n := range eventFilters {
-		d.Filter[n] = f.Get(n)
-	}
-	if filterErr != "" {
-		d.NextQuery = nextQuery(nil, page.NextCursor)
-	}
 	return c.render(ec, http.StatusOK, "search", "Events", d)
 }
 
@@ -114,20 +121,14 @@ var paymentFilters = []string{"status", "currency"}
 func (c *Console) paymentList(ec echo.Context) error {
 	f := filterValues(ec, paymentFilters...)
 	var page api.PaymentPage
-	filterErr, a := c.readList(ec, "/v1/payments", f, &page)
+	applied, filterErr, a := c.readList(ec, "/v1/payments", f, &page)
 	if !a.ok() {
 		return c.apiFailed(ec, "Payments", a)
 	}
-	d := paymentListData{Filter: map[string]string{}, FilterErr: filterErr, Payments: page.Payments,
-		NextQuery: nextQuery(f, page.NextCursor),
+	d := paymentListData{Filter: filterMap(f, paymentFilters), FilterErr: filterErr, Payments: page.Payments,
+		NextQuery: nextQuery(applied, page.NextCursor),
 		Statuses: []string{"processing", "requires_capture", "succeeded", "canceled", "failed",
 			"partially_refunded", "refunded", "disputed", "dispute_lost"}}
-	for _, n := range paymentFilters {
-		d.Filter[n] = f.Get(n)
-	}
-	if filterErr != "" {
-		d.NextQuery = nextQuery(nil, page.NextCursor)
-	}
 	return c.render(ec, http.StatusOK, "payments", "Payments", d)
 }
 
@@ -151,7 +152,7 @@ func (c *Console) reconciliation(ec echo.Context) error {
 	f := filterValues(ec, "date")
 	d.Date = f.Get("date")
 	var page api.RunPage
-	filterErr, a := c.readList(ec, "/v1/reconciliation/runs", f, &page)
+	applied, filterErr, a := c.readList(ec, "/v1/reconciliation/runs", f, &page)
 	d.FilterErr = filterErr
 	// The start form stays usable when the list cannot be read: the list
 	// and the chart are for reading, the form is what finance came for.
@@ -159,12 +160,7 @@ func (c *Console) reconciliation(ec echo.Context) error {
 		d.RunsErr = roleProblem(a)
 		return c.render(ec, http.StatusOK, "reconciliation", "Reconciliation", d)
 	}
-	d.Runs = page.Runs
-	if filterErr == "" {
-		d.NextQuery = nextQuery(f, page.NextCursor)
-	} else {
-		d.NextQuery = nextQuery(nil, page.NextCursor)
-	}
+	d.Runs, d.NextQuery = page.Runs, nextQuery(applied, page.NextCursor)
 	d.Chart = c.chartOf(ec, now)
 	return c.render(ec, http.StatusOK, "reconciliation", "Reconciliation", d)
 }
