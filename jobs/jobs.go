@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -166,6 +167,7 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 		FetchCooldown:        config.FetchCooldown,
 		FetchPollInterval:    config.FetchPollInterval,
 	}
+	rc.ReindexerIndexNames = reindexedIndexes()
 	if !config.InsertOnly && !mayReindex(pool) {
 		// River's nightly REINDEX needs the job table's owner; as the app
 		// role it would only log an error every night.
@@ -192,6 +194,18 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 func (c *Client) CanRefund(provider string) bool {
 	_, ok := c.config.Refunders[provider]
 	return ok
+}
+
+// droppedRiverIndexes are River's indexes that migration
+// 0015_river_job_gin_indexes.sql drops.
+var droppedRiverIndexes = []string{"river_job_args_index", "river_job_metadata_index"}
+
+// reindexedIndexes is River's list of indexes to rebuild nightly without
+// droppedRiverIndexes, which its reindexer would otherwise look for, and
+// warn about, every night.
+func reindexedIndexes() []string {
+	names := river.ReindexerIndexNamesDefault()
+	return slices.DeleteFunc(names, func(n string) bool { return slices.Contains(droppedRiverIndexes, n) })
 }
 
 // mayReindex reports whether the pool's role may reindex River's job table:
