@@ -21,26 +21,15 @@ import (
 	"github.com/paygate/paygate/webhook"
 )
 
-// sampleEvents scripts payments on the simulator with the mix make bench
-// sends (a charge.succeeded and a payment_intent.succeeded each, with a
-// receipt email; a tenth refunded in full), so that the filled database
+// sampleEvents scripts payments of make bench's mix on the simulator
+// (stripesim.PayMix, a tenth refunded in full), so that the filled database
 // holds what the benchmark itself would have left.
 func sampleEvents(payments int, seed uint64) ([]webhook.Event, error) {
 	sim := stripesim.New(stripesim.Config{WebhookSecret: "unused", Seed: int64(seed)})
 	rng := mrand.New(mrand.NewPCG(seed, 0xf111))
-	currencies := []string{"usd", "usd", "usd", "eur", "gbp", "jpy"}
-	for i := range payments {
-		p := sim.Pay(stripesim.PayOpts{
-			Amount:   int64(500 + rng.IntN(50000)),
-			Currency: currencies[rng.IntN(len(currencies))],
-			Email:    fmt.Sprintf("customer%d@example.com", i),
-		})
-		if rng.Float64() < 0.1 {
-			sim.Refund(p, 0)
-		}
-	}
+	mix := sim.PayMix(rng, payments, 0.1)
 	var out []webhook.Event
-	for _, e := range sim.Events() {
+	for _, e := range mix {
 		ev, err := stripe.DecodeEvent(e.Payload)
 		if err != nil {
 			return nil, fmt.Errorf("simulator event %s: %w", e.ID, err)

@@ -36,26 +36,11 @@ func distinctEvents(n int, refundShare float64) []delivery {
 	return out[:n]
 }
 
-// generate scripts payments on the simulator and returns their events,
-// shuffled: Stripe promises no order, and interleaving spreads the
-// payments' locks. Each payment is a charge.succeeded and a
-// payment_intent.succeeded, with a receipt email; refundShare of them are
-// refunded in full (refund.created, charge.refunded, refund.updated,
-// charge.refund.updated).
+// generate scripts payments of the benchmarks' mix (stripesim.PayMix) and
+// returns their events, shuffled: Stripe promises no order, and
+// interleaving spreads the payments' locks.
 func generate(sim *stripesim.Sim, rng *mrand.Rand, payments int, refundShare float64) []delivery {
-	before := len(sim.Events())
-	currencies := []string{"usd", "usd", "usd", "eur", "gbp", "jpy"}
-	for i := range payments {
-		p := sim.Pay(stripesim.PayOpts{
-			Amount:   int64(500 + rng.IntN(50000)),
-			Currency: currencies[rng.IntN(len(currencies))],
-			Email:    fmt.Sprintf("customer%d@example.com", i),
-		})
-		if rng.Float64() < refundShare {
-			sim.Refund(p, 0)
-		}
-	}
-	all := sim.Events()[before:]
+	all := sim.PayMix(rng, payments, refundShare)
 	out := make([]delivery, len(all))
 	for i, e := range all {
 		out[i] = delivery{id: e.ID, payload: e.Payload}

@@ -1,0 +1,31 @@
+package stripesim
+
+import (
+	"fmt"
+	mrand "math/rand/v2"
+)
+
+// PayMix scripts payments of the benchmarks' mix and returns the events
+// they emitted, in the order emitted: amounts from 5.00 to 505.00, half of
+// them in usd and the rest in eur, gbp and jpy, each with a receipt email
+// (so a charge.succeeded and a payment_intent.succeeded each), and
+// refundShare of them refunded in full (refund.created, charge.refunded,
+// refund.updated, charge.refund.updated). make bench sends this mix and
+// make bench-growth fills its database with it, so that the filled rows
+// are the ones the measured traffic leaves; rng decides everything, so a
+// seed repeats a mix.
+func (s *Sim) PayMix(rng *mrand.Rand, payments int, refundShare float64) []Event {
+	before := len(s.Events())
+	currencies := []string{"usd", "usd", "usd", "eur", "gbp", "jpy"}
+	for i := range payments {
+		p := s.Pay(PayOpts{
+			Amount:   int64(500 + rng.IntN(50000)),
+			Currency: currencies[rng.IntN(len(currencies))],
+			Email:    fmt.Sprintf("customer%d@example.com", i),
+		})
+		if rng.Float64() < refundShare {
+			s.Refund(p, 0)
+		}
+	}
+	return s.Events()[before:]
+}
