@@ -266,9 +266,17 @@ func TestPaymentListIsIndexed(t *testing.T) {
 	}
 }
 
-// seedRun records a finished run of day with n matched items, as the
-// runner does: items while running, then the outcome.
+// seedRun records a finished run of day with n matched items.
 func (b *opsBundle) seedRun(t *testing.T, day string, n int) int64 {
+	t.Helper()
+	return b.seedRunItems(t, day, n, false)
+}
+
+// seedRunItems records a finished run of day with n items in one
+// statement, as the runner leaves them: items while running, then the
+// outcome. With missing, every seventh item (from the fourth) is
+// missing_in_ledger and the rest are matched.
+func (b *opsBundle) seedRunItems(t *testing.T, day string, n int, missing bool) int64 {
 	t.Helper()
 	ctx := context.Background()
 	var id int64
@@ -277,12 +285,12 @@ func (b *opsBundle) seedRun(t *testing.T, day string, n int) int64 {
 			RETURNING id`, day).Scan(&id); err != nil {
 			return err
 		}
-		for i := range n {
-			if _, err := tx.Exec(ctx, `INSERT INTO reconciliation_items
-				(run_id, position, status, provider_txn_id, type, reporting_category, currency, provider_amount)
-				VALUES ($1, $2, 'matched', $3, 'charge', 'charge', 'usd', 1)`, id, i, fmt.Sprintf("txn_%d_%d", id, i)); err != nil {
-				return err
-			}
+		if _, err := tx.Exec(ctx, `INSERT INTO reconciliation_items
+			(run_id, position, status, provider_txn_id, type, reporting_category, currency, provider_amount)
+			SELECT $1, i, CASE WHEN $3 AND i % 7 = 3 THEN 'missing_in_ledger' ELSE 'matched' END, 'txn_' || $1::bigint || '_' || i,
+			       'charge', 'charge', 'usd', 1
+			FROM generate_series(0, $2 - 1) AS i`, id, n, missing); err != nil {
+			return err
 		}
 		_, err := tx.Exec(ctx, `UPDATE reconciliation_runs SET status = 'completed', finished_at = now(),
 			report = jsonb_build_object('summary', jsonb_build_object('matched', $2::int)) WHERE id = $1`, id, n)

@@ -1,41 +1,14 @@
 package api_test
 
 import (
-	"context"
 	"encoding/csv"
 	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
-
-// seedLargeRun records a finished run with n items, every seventh one
-// missing_in_ledger and the rest matched, in one statement.
-func (b *opsBundle) seedLargeRun(t *testing.T, day string, n int) int64 {
-	t.Helper()
-	ctx := context.Background()
-	var id int64
-	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `INSERT INTO reconciliation_runs (date, trigger, requested_by) VALUES ($1, 'api', 'test')
-			RETURNING id`, day).Scan(&id); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO reconciliation_items
-			(run_id, position, status, provider_txn_id, type, reporting_category, currency, provider_amount)
-			SELECT $1, i, CASE WHEN i % 7 = 3 THEN 'missing_in_ledger' ELSE 'matched' END, 'txn_' || $1::bigint || '_' || i,
-			       'charge', 'charge', 'usd', 1
-			FROM generate_series(0, $2 - 1) AS i`, id, n); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `UPDATE reconciliation_runs SET status = 'completed', finished_at = now(),
-			report = jsonb_build_object('summary', jsonb_build_object('matched', $2::int)) WHERE id = $1`, id, n)
-		return err
-	}))
-	return id
-}
 
 type itemsPage struct {
 	Items []struct {
@@ -54,7 +27,7 @@ func TestRunItemsArePaged(t *testing.T) {
 	t.Parallel()
 	b := setupOps(t)
 	const n = 1234
-	id := b.seedLargeRun(t, "2025-03-14", n)
+	id := b.seedRunItems(t, "2025-03-14", n, true)
 	want, wantMissing := []string{}, []string{}
 	for i := range n {
 		txn := fmt.Sprintf("txn_%d_%d", id, i)
@@ -90,7 +63,7 @@ func TestRunItemsArePaged(t *testing.T) {
 
 	all := decodeJSON[itemsPage](t, b.do(t, http.MethodGet, fmt.Sprintf("/v1/reconciliation/runs/%d?limit=%d", id, n), financeTok, "", ""))
 	require.Equal(t, 500, len(all.Items), "a page is at most 500")
-	short := b.seedLargeRun(t, "2025-03-15", 3)
+	short := b.seedRunItems(t, "2025-03-15", 3, true)
 	rec := b.do(t, http.MethodGet, fmt.Sprintf("/v1/reconciliation/runs/%d", short), financeTok, "", "")
 	whole := decodeJSON[map[string]any](t, rec)
 	require.Contains(t, whole, "items_next_cursor")
