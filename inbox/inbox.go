@@ -68,14 +68,6 @@ type Querier interface {
 const columns = `id, provider, event_id, type, livemode, api_version, provider_created_at,
 	payload, status, attempts, coalesce(last_error, ''), received_at, processed_at`
 
-// qualified is columns, each of the table aliased alias.
-func qualified(alias string) string {
-	return alias + `.id, ` + alias + `.provider, ` + alias + `.event_id, ` + alias + `.type, ` +
-		alias + `.livemode, ` + alias + `.api_version, ` + alias + `.provider_created_at, ` +
-		alias + `.payload, ` + alias + `.status, ` + alias + `.attempts, coalesce(` + alias + `.last_error, ''), ` +
-		alias + `.received_at, ` + alias + `.processed_at`
-}
-
 func scan(row pgx.Row) (Event, error) {
 	var e Event
 	err := row.Scan(&e.ID, &e.Provider, &e.EventID, &e.Type, &e.Livemode, &e.APIVersion,
@@ -144,11 +136,12 @@ func LockManyTx(ctx context.Context, tx pgx.Tx, keys []Key) (map[Key]Event, erro
 		return out, nil
 	}
 	providers, ids := columnsOf(keys)
-	rows, err := tx.Query(ctx, `SELECT `+qualified("e")+` FROM inbox_event_keys k
+	rows, err := tx.Query(ctx, `SELECT `+columns+` FROM (
+		SELECT e.* FROM inbox_event_keys k
 		JOIN inbox_events e ON (e.provider, e.event_id, e.received_at) = (k.provider, k.event_id, k.received_at)
 		WHERE (k.provider, k.event_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 		ORDER BY e.provider, e.event_id
-		FOR UPDATE OF e`, providers, ids)
+		FOR UPDATE OF e) e`, providers, ids)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", eventsNoun(keys), err)
 	}
