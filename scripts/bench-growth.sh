@@ -45,6 +45,8 @@ say() { echo "bench-growth: $*" >&2; }
 command -v jq >/dev/null || scripts/apt-install.sh jq=1.6-2.1+deb12u3
 # shellcheck source=scripts/pg-bin.sh
 source "$(dirname "${BASH_SOURCE[0]}")/pg-bin.sh"
+# shellcheck source=scripts/bench-db.sh
+source "$(dirname "${BASH_SOURCE[0]}")/bench-db.sh"
 psql=$(find_pg_bin psql) || { say "psql not found"; exit 1; }
 
 IFS=, read -r -a levels <<<"${GROWTH_LEVELS:-0,100000}"
@@ -55,8 +57,7 @@ token=bench-growth-ops-token
 
 db=paygate_bench
 url=$(DATABASE_URL='' scripts/db.sh "$db")
-admin="${url/\/$db\?/\/postgres?}"
-[[ "$admin" != "$url" ]] || admin="${url%/"$db"}/postgres"
+admin=$(bench_admin_url "$url" "$db")
 if [[ "${GROWTH_TABLE:-}" != 1 ]]; then
   say "building"
   go build -o "$out/paygate" ./cmd/paygate
@@ -65,8 +66,7 @@ if [[ "${GROWTH_TABLE:-}" != 1 ]]; then
     say "using database $db as it is (GROWTH_KEEP=1)"
   else
     say "recreating database $db"
-    "$psql" "$admin" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
-    url=$(DATABASE_URL='' scripts/db.sh "$db" 2>/dev/null)
+    url=$(bench_db_recreate "$admin" "$db")
   fi
   DATABASE_URL="$url" "$out/paygate" migrate >"$out/migrate.log" 2>&1
 fi

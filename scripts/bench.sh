@@ -51,6 +51,8 @@ say() { echo "bench: $*" >&2; }
 
 # shellcheck source=scripts/pg-bin.sh
 source "$(dirname "${BASH_SOURCE[0]}")/pg-bin.sh"
+# shellcheck source=scripts/bench-db.sh
+source "$(dirname "${BASH_SOURCE[0]}")/bench-db.sh"
 pgbench=$(find_pg_bin pgbench) || { say "pgbench not found (Debian: apt-get install postgresql-client)"; exit 1; }
 psql=$(find_pg_bin psql) || { say "psql not found"; exit 1; }
 wrkver=$(scripts/wrk.sh)
@@ -72,22 +74,19 @@ go build -o "$out/loadgen" ./cmd/loadgen
 db=paygate_bench
 anchor=paygate_bench_pgbench
 url=$(DATABASE_URL='' scripts/db.sh "$db")
-admin="${url/\/$db\?/\/postgres?}"
-[[ "$admin" != "$url" ]] || admin="${url%/"$db"}/postgres"
+admin=$(bench_admin_url "$url" "$db")
 if [[ "${BENCH_DATABASE_KEEP:-}" == 1 ]]; then
   say "using database $db as it is (BENCH_DATABASE_KEEP=1)"
 else
   say "recreating database $db"
-  "$psql" "$admin" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
-  url=$(DATABASE_URL='' scripts/db.sh "$db" 2>/dev/null)
+  url=$(bench_db_recreate "$admin" "$db")
 fi
 DATABASE_URL="$url" "$out/paygate" migrate >"$out/migrate.log" 2>&1
 # fresh_anchor: the pgbench database, recreated and migrated as paygate's
 # before each pgbench run, so that each run starts alike whatever the
 # previous one wrote.
 fresh_anchor() {
-  "$psql" "$admin" -qc "DROP DATABASE IF EXISTS $anchor WITH (FORCE)" >/dev/null 2>&1
-  anchor_url=$(DATABASE_URL='' scripts/db.sh "$anchor" 2>/dev/null)
+  anchor_url=$(bench_db_recreate "$admin" "$anchor")
   DATABASE_URL="$anchor_url" "$out/paygate" migrate >"$out/migrate-pgbench.log" 2>&1
   "$psql" "$anchor_url" -qc "CHECKPOINT" >/dev/null
 }
