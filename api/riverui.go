@@ -61,15 +61,16 @@ var riverUIJobActions = map[string]bool{
 // at most 1000 ids.
 const maxRiverUIActionBody = 64 << 10
 
-// errProcessingReadOnly is what River UI answers for a change to a
-// process_event job.
+// errProcessingReadOnly is what River UI answers for a change to a job
+// that applies inbox events.
 var errProcessingReadOnly = withDetail(ErrForbidden,
-	"process_event jobs are read-only in River UI: a retry, cancel or delete there would change the job without its "+
-		"inbox event and without an audit entry. Use POST /v1/ops/events/{provider}/{event_id}/replay, "+
+	"process_event and apply_events jobs are read-only in River UI: a retry, cancel or delete there would change the job without its "+
+		"inbox events and without an audit entry. Use POST /v1/ops/events/{provider}/{event_id}/replay, "+
 		"POST /v1/ops/events/{provider}/{event_id}/discard or POST /v1/ops/replay instead")
 
 // processingReadOnly refuses River UI's cancel, delete and retry when any
-// job they name is a process_event job; jobs of other kinds pass. The ids
+// job they name applies inbox events (process_event, apply_events); jobs
+// of other kinds pass. The ids
 // are read as River UI reads them (strings or numbers under "ids"); a body
 // that cannot be read so is refused rather than passed on unchecked.
 func (s *Server) processingReadOnly(next echo.HandlerFunc) echo.HandlerFunc {
@@ -93,7 +94,7 @@ func (s *Server) processingReadOnly(next echo.HandlerFunc) echo.HandlerFunc {
 			ids[i] = int64(id)
 		}
 		if len(ids) > 0 {
-			found, err := jobs.ProcessEventJobs(req.Context(), s.config.Pool, ids)
+			found, err := jobs.EventJobs(req.Context(), s.config.Pool, ids)
 			if err != nil {
 				return err
 			}

@@ -110,7 +110,7 @@ func TestAppRoleRunsTheWholePath(t *testing.T) {
 		"id": "ch_lost", "object": "charge", "amount": 100, "amount_captured": 100, "captured": true, "currency": "usd",
 	})
 	ingest(lost)
-	_, err = pool.Exec(ctx, `DELETE FROM river_job WHERE args->>'event_id' = $1`, lost.ID)
+	_, err = pool.Exec(ctx, `DELETE FROM river_job WHERE id IN (SELECT job_id FROM (`+jobs.EventJobsSQL+`) j WHERE event_id = $1)`, lost.ID)
 	require.NoError(t, err)
 	// The test, not the app, dates the event: as the login role.
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {

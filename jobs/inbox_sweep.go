@@ -16,7 +16,8 @@ import (
 )
 
 // The sweeper keeps invariant 7's promise that nothing is stranded. An
-// event is "in flight" only while it has a live process_event job; a job
+// event is "in flight" only while a live job names it (its process_event
+// job, or the apply_events job of its ingest batch); a job
 // can vanish while its event is still received (deleted in River UI,
 // cancelled by hand, removed by River's retention), and nothing else would
 // ever look at the event again. The sweeper finds those events and gives
@@ -107,7 +108,7 @@ func newSweeper(pool *pgxpool.Pool, config Config) *sweeper {
 		logger:      config.Logger,
 		swept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "paygate_inbox_swept_total",
-			Help: "Inbox events found received with no live process_event job and re-enqueued by the sweeper.",
+			Help: "Inbox events found received with no live job and re-enqueued by the sweeper.",
 		}),
 	}
 	if config.Registerer != nil {
@@ -129,7 +130,8 @@ func (s *sweeper) sweep(ctx context.Context, rc *river.Client[pgx.Tx]) (int, err
 }
 
 // sweepStranded selects the stranded events (received, older than $1
-// seconds by arrival and by last requeue, no live job of kind $3), at most
+// seconds by arrival and by last requeue, no live job of the kinds $3 names
+// it), at most
 // $2 of them, oldest first, and notes that they are requeued now. The rows
 // are locked, skipping any another transaction holds (a worker recording a
 // failure, an operator replaying or discarding): that event is looked at
@@ -148,9 +150,10 @@ const sweepStranded = `
 		  AND (e.requeued_at IS NULL OR e.requeued_at < now() - $1 * interval '1 second')
 		  AND NOT EXISTS (
 			SELECT FROM river_job j
-			WHERE j.kind = $3
+			WHERE j.kind = ANY($3)
 			  AND j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
-			  AND j.args->>'provider' = e.provider AND j.args->>'event_id' = e.event_id)
+			  AND j.args->>'provider' = e.provider
+			  AND (j.args->>'event_id' = e.event_id OR j.args->'event_ids' ? e.event_id))
 		ORDER BY e.received_at, e.id
 		LIMIT $2
 		FOR UPDATE OF e SKIP LOCKED)
@@ -179,7 +182,7 @@ func (s *sweeper) sweepBatch(ctx context.Context, rc *river.Client[pgx.Tx]) (fou
 		if !ours {
 			return nil
 		}
-		rows, err := tx.Query(ctx, sweepStranded, SweepAfter.Seconds(), sweepBatch, ProcessEventArgs{}.Kind())
+		rows, err := tx.Query(ctx, sweepStranded, SweepAfter.Seconds(), sweepBatch, eventJobKinds)
 		if err != nil {
 			return fmt.Errorf("find stranded events: %w", err)
 		}
@@ -211,7 +214,7 @@ func (s *sweeper) sweepBatch(ctx context.Context, rc *river.Client[pgx.Tx]) (fou
 			}
 		}
 		return inbox.AppendAuditTx(ctx, tx, inbox.ActionSweep,
-			inbox.Operation{Actor: SweepActor, Reason: "received with no live process_event job"}, requeued...)
+			inbox.Operation{Actor: SweepActor, Reason: "received with no live job"}, requeued...)
 	})
 	if err != nil {
 		return found, 0, fmt.Errorf("sweep inbox: %w", err)

@@ -66,17 +66,21 @@ func (b *sweepBundle) count(t *testing.T, sql string, args ...any) int {
 	return n
 }
 
-// jobsOf counts an event's process_event jobs, live or not.
+// jobsOf counts the jobs that name an event (its ingest batch's
+// apply_events job, process_event jobs), live or not.
 func (b *sweepBundle) jobsOf(t *testing.T, eventID string) int {
 	t.Helper()
-	return b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'process_event' AND args->>'event_id' = $1`, eventID)
+	return b.count(t, `SELECT count(*) FROM (`+jobs.EventJobsSQL+`) j WHERE event_id = $1`, eventID)
 }
+
+// eventJobs is a WHERE clause for the jobs that name the event $1.
+const eventJobs = ` WHERE id IN (SELECT job_id FROM (` + jobs.EventJobsSQL + `) j WHERE event_id = $1)`
 
 // strand deletes an event's jobs (as River UI's delete, or River's
 // retention, would) and dates its arrival ago.
 func (b *sweepBundle) strand(t *testing.T, eventID string, ago time.Duration) {
 	t.Helper()
-	b.exec(t, `DELETE FROM river_job WHERE kind = 'process_event' AND args->>'event_id' = $1`, eventID)
+	b.exec(t, `DELETE FROM river_job`+eventJobs, eventID)
 	require.NoError(t, testdb.Backdate(b.ctx, b.pool, eventID, time.Now().Add(-ago)))
 }
 
@@ -175,7 +179,7 @@ func TestSweepLeavesLiveJobsAlone(t *testing.T) {
 			"id": "ch_" + state, "object": "charge", "amount": 100, "amount_captured": 100, "captured": true, "currency": "usd",
 		})
 		b.ingest(t, e)
-		b.exec(t, update+` WHERE kind = 'process_event' AND args->>'event_id' = $1`, e.ID)
+		b.exec(t, update+eventJobs, e.ID)
 		require.NoError(t, testdb.Backdate(b.ctx, b.pool, e.ID, time.Now().Add(-time.Hour)))
 		ids[state] = e.ID
 	}
@@ -289,7 +293,7 @@ func TestSweepRaceEnqueuesOnce(t *testing.T) {
 		_, err := b.jobs.ReplayEventTx(b.ctx, tx, "stripe", ids[0], inbox.Operation{Actor: "ops"})
 		return err
 	}))
-	b.exec(t, `DELETE FROM river_job WHERE args->>'event_id' = $1`, ids[0])
+	b.exec(t, `DELETE FROM river_job`+eventJobs, ids[0])
 	n, err := b.jobs.SweepInbox(b.ctx)
 	require.NoError(t, err)
 	require.Zero(t, n)

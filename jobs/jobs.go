@@ -52,20 +52,63 @@ func (ProcessEventArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueEvents}
 }
 
+// ApplyEventsArgs asks for the new events of one ingest batch to be
+// applied: the webhook path commits them with this one job instead of a job
+// each (River's job row is written three times, at insert, fetch and
+// completion, and was a third of the database's time at one per event).
+// An event the batch cannot apply is handed to a process_event job of its
+// own, which retries it and makes it poison; so an apply_events job itself
+// fails only when that hand-off does. Like ProcessEventArgs it carries
+// only keys.
+type ApplyEventsArgs struct {
+	Provider string   `json:"provider"`
+	EventIDs []string `json:"event_ids"`
+}
+
+// Kind is stored in the database: never change it.
+func (ApplyEventsArgs) Kind() string { return "apply_events" }
+
+// InsertOpts puts ingest batches on the events queue.
+func (ApplyEventsArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueEvents}
+}
+
+// eventJobKinds are the kinds of the jobs that apply inbox events: an
+// event is in flight while a live job of one of them names it.
+var eventJobKinds = []string{ProcessEventArgs{}.Kind(), ApplyEventsArgs{}.Kind()}
+
+// EventJobsSQL selects one row (job_id, kind, state, provider, event_id) for
+// each inbox event a job names, whichever kind the job is: for diagnostics
+// and tests, as a subquery (FROM (...) j). Not indexed by event: the
+// sweeper asks River's state-led index instead.
+const EventJobsSQL = `
+	SELECT id AS job_id, kind, state, args->>'provider' AS provider, args->>'event_id' AS event_id
+	FROM river_job WHERE kind = 'process_event'
+	UNION ALL
+	SELECT j.id, j.kind, j.state, j.args->>'provider', ids.id
+	FROM river_job j, jsonb_array_elements_text(j.args->'event_ids') AS ids(id) WHERE j.kind = 'apply_events'`
+
 // Config configures the River client and its workers.
 type Config struct {
 	Logger             *slog.Logger
 	ProcessMaxAttempts int // default DefaultProcessMaxAttempts
-	// EventWorkers is how many process_event jobs run at once; default
-	// 512. A running job mostly waits for the batch its event is applied
-	// in, so this is how many events the batches can gather, not how much
-	// work runs at once: EventAppliers is that. With 128, River's fetches
-	// could not keep two appliers fed, batches averaged 17 events and
-	// applying was 30 % slower (docs/performance.md).
+	// EventWorkers is how many jobs of the events queue run at once
+	// (apply_events, one ingest batch each, and process_event, one event
+	// each); default 32. A running job mostly waits for the batch its
+	// events are applied in, so this bounds how many events the apply
+	// batches can gather, not how much work runs at once: EventAppliers is
+	// that. 32 ingest batches hold 700 events under make bench's load,
+	// enough for two batches of 256; more would leave jobs waiting, with
+	// their timeout running, while applying rests for ingest.
 	EventWorkers int
 	// EventAppliers is how many batches of events are applied at once;
 	// default 2.
 	EventAppliers int
+	// IngestPressure, when set, reports that webhook requests are waiting
+	// on their commits in numbers (webhook.BatchIngester.UnderPressure).
+	// Applying then rests between batches, so that acknowledging comes
+	// first; it never stops (see applyQueue).
+	IngestPressure func() bool
 	// JobTimeout bounds one attempt. River only rescues a job left running
 	// by a crashed process after RescueStuckJobsAfter, so both are set
 	// deliberately short: an acknowledged event must be applied within a
@@ -111,7 +154,7 @@ func (c *Config) withDefaults() {
 		c.ProcessMaxAttempts = DefaultProcessMaxAttempts
 	}
 	if c.EventWorkers <= 0 {
-		c.EventWorkers = 512
+		c.EventWorkers = 32
 	}
 	if c.JobTimeout <= 0 {
 		c.JobTimeout = 10 * time.Second
@@ -141,7 +184,10 @@ type Client struct {
 func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	config.withDefaults()
 	workers := river.NewWorkers()
-	river.AddWorker(workers, newProcessEventWorker(pool, config.Logger, config.Email.OpsEmail, config.EventAppliers, config.Registerer))
+	processEvent, applyEvents := eventWorkers(pool, config.Logger, config.Email.OpsEmail, config.EventAppliers,
+		config.ProcessMaxAttempts, config.IngestPressure, config.Registerer)
+	river.AddWorker(workers, processEvent)
+	river.AddWorker(workers, applyEvents)
 	emailWorker, err := NewSendEmailWorker(pool, config.Email, config.Logger)
 	if err != nil {
 		return nil, err
@@ -232,8 +278,27 @@ func (c *Client) InsertProcessEventTx(ctx context.Context, tx pgx.Tx, provider, 
 	return nil
 }
 
-// InsertProcessEventsTx enqueues processing of several inbox events in tx
-// with one round trip.
+// InsertApplyEventsTx enqueues the applying of the new events of one ingest
+// batch in tx: one apply_events job for up to maxApplyBatch of them.
+func (c *Client) InsertApplyEventsTx(ctx context.Context, tx pgx.Tx, provider string, eventIDs []string) error {
+	var params []river.InsertManyParams
+	for ids := range slices.Chunk(eventIDs, maxApplyBatch) {
+		params = append(params, river.InsertManyParams{
+			Args:       ApplyEventsArgs{Provider: provider, EventIDs: ids},
+			InsertOpts: &river.InsertOpts{MaxAttempts: c.config.ProcessMaxAttempts},
+		})
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	if _, err := c.River.InsertManyFastTx(ctx, tx, params); err != nil {
+		return fmt.Errorf("enqueue apply_events for %d events: %w", len(eventIDs), err)
+	}
+	return nil
+}
+
+// InsertProcessEventsTx enqueues processing of several inbox events in tx,
+// a job each, with one round trip.
 func (c *Client) InsertProcessEventsTx(ctx context.Context, tx pgx.Tx, provider string, eventIDs []string) error {
 	if len(eventIDs) == 0 {
 		return nil

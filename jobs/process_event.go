@@ -47,16 +47,24 @@ const (
 	maxApplyBatch = 256
 )
 
-func newProcessEventWorker(pool *pgxpool.Pool, logger *slog.Logger, opsEmail string, appliers int, reg prometheus.Registerer) *ProcessEventWorker {
+// eventWorkers builds the two workers that apply inbox events, sharing one
+// applier and one apply queue: process_event (one event) and apply_events
+// (the new events of one ingest batch). pressure, when set, reports that
+// webhooks are waiting on their commits in numbers; applying then rests
+// between batches (see applyQueue).
+func eventWorkers(pool *pgxpool.Pool, logger *slog.Logger, opsEmail string, appliers, maxAttempts int,
+	pressure func() bool, reg prometheus.Registerer) (*ProcessEventWorker, *ApplyEventsWorker) {
 	if appliers <= 0 {
 		appliers = defaultAppliers
 	}
-	a := newApplier(pool, opsEmail, reg)
-	return &ProcessEventWorker{
-		logger:  logger,
-		applier: a,
-		queue:   &applyQueue{maxAppliers: appliers, maxEvents: maxApplyBatch, apply: a.apply},
+	if maxAttempts <= 0 {
+		maxAttempts = DefaultProcessMaxAttempts
 	}
+	a := newApplier(pool, opsEmail, reg)
+	q := &applyQueue{maxAppliers: appliers, maxEvents: maxApplyBatch, apply: a.apply,
+		pressure: pressure, restFactor: applyRestFactor}
+	return &ProcessEventWorker{logger: logger, applier: a, queue: q},
+		&ApplyEventsWorker{logger: logger, pool: pool, queue: q, maxAttempts: maxAttempts}
 }
 
 // Work implements river.Worker.

@@ -207,7 +207,9 @@ func NewEventApplier(pool *pgxpool.Pool, logger *slog.Logger) (*river.Client[pgx
 		logger = slog.New(slog.DiscardHandler)
 	}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, newProcessEventWorker(pool, logger, "", 0, nil))
+	processEvent, applyEvents := eventWorkers(pool, logger, "", 0, 0, nil, nil)
+	river.AddWorker(workers, processEvent)
+	river.AddWorker(workers, applyEvents)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Logger:                 logger,
 		Workers:                workers,

@@ -206,20 +206,20 @@ func AttemptErrors(ctx context.Context, q inbox.Querier, provider string, eventI
 	return out, nil
 }
 
-// ProcessEventJobs returns which of ids are process_event jobs. Those are
-// changed only by replay and discard (ReplayEventTx, DiscardEventTx), which
-// move the inbox row with the job and leave an audit entry; a retry,
-// cancel or delete of the job alone would leave the two disagreeing, with
-// no one named.
-func ProcessEventJobs(ctx context.Context, q inbox.Querier, ids []int64) ([]int64, error) {
-	rows, err := q.Query(ctx, `SELECT id FROM river_job WHERE id = ANY($1) AND kind = $2 ORDER BY id`,
-		ids, ProcessEventArgs{}.Kind())
+// EventJobs returns which of ids are jobs that apply inbox events
+// (process_event, apply_events). Those are changed only by replay and
+// discard (ReplayEventTx, DiscardEventTx), which move the inbox row with
+// the job and leave an audit entry; a retry, cancel or delete of the job
+// alone would leave the two disagreeing, with no one named.
+func EventJobs(ctx context.Context, q inbox.Querier, ids []int64) ([]int64, error) {
+	rows, err := q.Query(ctx, `SELECT id FROM river_job WHERE id = ANY($1) AND kind = ANY($2) ORDER BY id`,
+		ids, eventJobKinds)
 	if err != nil {
-		return nil, fmt.Errorf("find process_event jobs: %w", err)
+		return nil, fmt.Errorf("find event jobs: %w", err)
 	}
 	found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return nil, fmt.Errorf("find process_event jobs: %w", err)
+		return nil, fmt.Errorf("find event jobs: %w", err)
 	}
 	return found, nil
 }

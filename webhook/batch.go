@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -65,9 +66,23 @@ type BatchIngester struct {
 	done     sync.WaitGroup
 	sizes    prometheus.Histogram
 	commits  prometheus.Histogram
+	waiting  atomic.Int64 // callers in IngestAll
 }
 
 var _ Ingester = (*BatchIngester)(nil)
+
+// pressureCallers is how many callers waiting on their commits put the
+// ingester under pressure: well above what a steady sender keeps in flight
+// (at 1,000 events/s, about six), reached when senders queue up, as a
+// provider's retries of a backlog do.
+const pressureCallers = 32
+
+// UnderPressure reports that at least pressureCallers callers are waiting
+// on their commits. The appliers rest between batches while it holds
+// (jobs.Config.IngestPressure).
+func (b *BatchIngester) UnderPressure() bool {
+	return b.waiting.Load() >= pressureCallers
+}
 
 // batchRequest is one caller's events: they commit together or not at all,
 // in whatever batch they land.
@@ -146,6 +161,8 @@ func (b *BatchIngester) Ingest(ctx context.Context, e Event) (duplicate bool, er
 // IngestAll implements Ingester: events share a batch, always the same
 // one, and commit together or not at all, like Ingest's one event.
 func (b *BatchIngester) IngestAll(ctx context.Context, events []Event) (duplicate []bool, err error) {
+	b.waiting.Add(1)
+	defer b.waiting.Add(-1)
 	r := &batchRequest{ctx: ctx, events: events, result: make(chan batchResult, 1)}
 	b.mu.RLock()
 	if b.closed {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/internal/testdb"
@@ -136,8 +137,8 @@ func TestBatchManyConcurrentEventsWithDuplicates(t *testing.T) {
 		require.Equal(t, want, fresh[id], "duplicate:false answers for %s", id)
 	}
 	require.Equal(t, ids, b.count(t, `SELECT count(*) FROM inbox_events`))
-	require.Equal(t, ids, b.count(t, `SELECT count(DISTINCT args->>'event_id') FROM river_job WHERE kind = 'process_event'`))
-	require.Equal(t, ids, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'process_event'`), "one job per id")
+	require.Equal(t, ids, b.count(t, `SELECT count(DISTINCT event_id) FROM (`+jobs.EventJobsSQL+`) j`))
+	require.Equal(t, ids, b.count(t, `SELECT count(*) FROM (`+jobs.EventJobsSQL+`) j`), "one job per id")
 
 	rows, err := b.pool.Query(ctx, `SELECT event_id, payload, type, provider_created_at FROM inbox_events`)
 	require.NoError(t, err)
@@ -176,8 +177,8 @@ func TestBatchCopiesInsideOneBatch(t *testing.T) {
 	require.Equal(t, 1, fresh, "exactly one copy of a is new: %v", dups)
 	require.False(t, dups[2], "the other id is new")
 	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM inbox_events`))
-	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE args->>'event_id' = 'evt_inside_a'`))
-	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE args->>'event_id' = 'evt_inside_b'`))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM (`+jobs.EventJobsSQL+`) j WHERE event_id = 'evt_inside_a'`))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM (`+jobs.EventJobsSQL+`) j WHERE event_id = 'evt_inside_b'`))
 }
 
 // TestBatchFailureFailsEveryCaller: when the batch's transaction cannot
@@ -231,10 +232,10 @@ type gatedEnqueuer struct {
 	release chan struct{}
 }
 
-func (g *gatedEnqueuer) InsertProcessEventsTx(ctx context.Context, tx pgx.Tx, provider string, ids []string) error {
+func (g *gatedEnqueuer) InsertApplyEventsTx(ctx context.Context, tx pgx.Tx, provider string, ids []string) error {
 	g.entered <- struct{}{}
 	<-g.release
-	return g.Enqueuer.InsertProcessEventsTx(ctx, tx, provider, ids)
+	return g.Enqueuer.InsertApplyEventsTx(ctx, tx, provider, ids)
 }
 
 // TestBatchCallerGivingUpLosesNothing: a caller whose context ends while its
@@ -352,4 +353,38 @@ func BenchmarkIngest(b *testing.B) {
 			})
 		})
 	}
+}
+
+// TestBatchUnderPressure: the ingester is under pressure while 32 callers
+// or more wait on their commits, and not once they are answered; a few
+// callers never put it there.
+func TestBatchUnderPressure(t *testing.T) {
+	t.Parallel()
+	b := batchSetup(t)
+	gate := &gatedEnqueuer{Enqueuer: b.jobs, entered: make(chan struct{}, 64), release: make(chan struct{})}
+	in := newBatch(t, webhook.BatchConfig{Pool: b.pool, Enqueue: gate, MaxWait: time.Millisecond, Flushers: 1})
+	require.False(t, in.UnderPressure())
+
+	ingest := func(n int, prefix string) *sync.WaitGroup {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := in.Ingest(context.Background(), event(t, fmt.Sprintf("%s_%d", prefix, i)))
+				assert.NoError(t, err)
+			}()
+		}
+		return &wg
+	}
+	few := ingest(31, "evt_few")
+	<-gate.entered // the first batch is committing, the rest wait for it
+	time.Sleep(20 * time.Millisecond)
+	require.False(t, in.UnderPressure(), "31 callers waiting")
+	many := ingest(1, "evt_more")
+	require.Eventually(t, in.UnderPressure, 5*time.Second, time.Millisecond, "32 callers waiting")
+	close(gate.release)
+	few.Wait()
+	many.Wait()
+	require.False(t, in.UnderPressure(), "every caller answered")
 }

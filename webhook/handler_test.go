@@ -98,7 +98,7 @@ func TestStripeWebhookStoresRawEventAndJob(t *testing.T) {
 	require.Equal(t, "payment_intent.succeeded", typ)
 	require.Equal(t, "received", status)
 	require.Equal(t, "2024-06-20", apiVersion)
-	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'process_event' AND args->>'event_id' = 'evt_store'`))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM (`+jobs.EventJobsSQL+`) j WHERE event_id = 'evt_store'`))
 
 	rec = b.post(t, body, sign(t, body, secretB, time.Now()))
 	require.Equal(t, http.StatusOK, rec.Code)
@@ -201,7 +201,7 @@ func TestConcurrentCopiesMakeOneEffect(t *testing.T) {
 			wg.Wait()
 			require.Equal(t, 1, fresh, "exactly one copy is new")
 			require.Equal(t, 1, b.count(t, `SELECT count(*) FROM inbox_events`))
-			require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'process_event'`))
+			require.Equal(t, 1, b.count(t, `SELECT count(*) FROM (`+jobs.EventJobsSQL+`) j`))
 		})
 	}
 }
@@ -212,11 +212,7 @@ type failingEnqueuer struct{}
 
 var errEnqueue = errors.New("enqueue failed")
 
-func (failingEnqueuer) InsertProcessEventTx(context.Context, pgx.Tx, string, string) error {
-	return errEnqueue
-}
-
-func (failingEnqueuer) InsertProcessEventsTx(context.Context, pgx.Tx, string, []string) error {
+func (failingEnqueuer) InsertApplyEventsTx(context.Context, pgx.Tx, string, []string) error {
 	return errEnqueue
 }
 

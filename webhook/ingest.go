@@ -14,11 +14,10 @@ import (
 	"github.com/paygate/paygate/jobs"
 )
 
-// Enqueuer inserts process_event jobs in the caller's transaction.
-// *jobs.Client is one.
+// Enqueuer inserts, in the caller's transaction, the job that applies the
+// new events of one transaction (apply_events). *jobs.Client is one.
 type Enqueuer interface {
-	InsertProcessEventTx(ctx context.Context, tx pgx.Tx, provider, eventID string) error
-	InsertProcessEventsTx(ctx context.Context, tx pgx.Tx, provider string, eventIDs []string) error
+	InsertApplyEventsTx(ctx context.Context, tx pgx.Tx, provider string, eventIDs []string) error
 }
 
 var _ Enqueuer = (*jobs.Client)(nil)
@@ -68,7 +67,7 @@ func (in *TxIngester) IngestAll(ctx context.Context, events []Event) (duplicate 
 	return duplicate, nil
 }
 
-// insertTx stores events with one multi-row insert, and the jobs of the new
+// insertTx stores events with one multi-row insert, and the job of the new
 // ones with one insert per provider, in tx. duplicate[i] reports that
 // events[i] is not the first copy of an event the inbox did not have.
 func insertTx(ctx context.Context, tx pgx.Tx, enqueue Enqueuer, events []Event) (duplicate []bool, err error) {
@@ -94,7 +93,7 @@ func insertTx(ctx context.Context, tx pgx.Tx, enqueue Enqueuer, events []Event) 
 	}
 	sort.Strings(providers)
 	for _, p := range providers {
-		if err := enqueue.InsertProcessEventsTx(ctx, tx, p, fresh[p]); err != nil {
+		if err := enqueue.InsertApplyEventsTx(ctx, tx, p, fresh[p]); err != nil {
 			return nil, err
 		}
 	}

@@ -137,7 +137,7 @@ func TestAdyenBatchCommitsEachItemOnce(t *testing.T) {
 			close(start)
 			wg.Wait()
 			require.Equal(t, 3, countRows(t, pool, `SELECT count(*) FROM inbox_events WHERE provider = 'adyen'`))
-			require.Equal(t, 3, countRows(t, pool, `SELECT count(*) FROM river_job WHERE kind = 'process_event'`))
+			require.Equal(t, 3, countRows(t, pool, `SELECT count(*) FROM (`+jobs.EventJobsSQL+`) j`))
 			for _, id := range []string{"PSP0000000000001:AUTHORISATION:true", "PSP0000000000002:CAPTURE:true", "PSP0000000000003:REFUND:true"} {
 				var payload []byte
 				require.NoError(t, pool.QueryRow(context.Background(),
@@ -295,5 +295,5 @@ func TestBatchKeepsARequestWhole(t *testing.T) {
 	require.Equal(t, []bool{false, false}, dups[1])
 	require.Zero(t, b.count(t, `SELECT count(*) FROM inbox_events WHERE event_id = 'evt_req_a1'`), "the bad event's neighbour is not stored alone")
 	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM inbox_events`))
-	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM river_job`))
+	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM (`+jobs.EventJobsSQL+`) j`))
 }

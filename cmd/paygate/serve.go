@@ -36,6 +36,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	var jobClient *jobs.Client
+	var ingestPressure func() bool // set below, before the workers start
 	reconcileHook, err := reconcileWorkers(cfg, pool, logger, func() *jobs.Client { return jobClient })
 	if err != nil {
 		return err
@@ -49,6 +50,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		RefundCallTimeout:  cfg.RefundTimeout,
 		PayloadRetention:   cfg.PayloadRetention,
 		Registerer:         registry,
+		IngestPressure:     func() bool { return ingestPressure != nil && ingestPressure() },
 	})
 	if err != nil {
 		return err
@@ -75,6 +77,9 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	con.Register(e)
 	ingester, closeIngester := newIngester(pool, jobClient, logger, registry)
+	if b, ok := ingester.(*webhook.BatchIngester); ok {
+		ingestPressure = b.UnderPressure
+	}
 	defer closeIngester() // after the HTTP server's shutdown: in-flight batches commit first
 	receivers, sources, err := webhookReceivers(cfg)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paygate/paygate/internal/worldtest"
+	"github.com/paygate/paygate/jobs"
 )
 
 // Report is the total-queue checker's verdict on one run. Every count is of
@@ -27,8 +28,8 @@ type Report struct {
 	// the model says, plus ledger refs, facts and emails the model has and
 	// the gateway does not.
 	Lost int
-	// Duplicated effects: inbox rows or process_event jobs beyond one per
-	// event, two "new" answers for one event, ledger refs, facts and emails
+	// Duplicated effects: inbox rows, process_event jobs, or apply_events
+	// jobs naming an event, beyond one per event, two "new" answers for one event, ledger refs, facts and emails
 	// beyond the model's.
 	Duplicated int
 	// Unexpected: events in the inbox that were never sent.
@@ -183,6 +184,7 @@ func Check(ctx context.Context, t worldtest.T, r *Report, pool *pgxpool.Pool, mo
 	for _, q := range []struct{ what, sql string }{
 		{"inbox rows", `SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM inbox_events GROUP BY provider, event_id) c WHERE n > 1`},
 		{"process_event jobs", `SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM river_job WHERE kind = 'process_event' GROUP BY args->>'provider', args->>'event_id') c WHERE n > 1`},
+		{"apply_events jobs of one event", `SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM (` + jobs.EventJobsSQL + `) j WHERE kind = 'apply_events' GROUP BY provider, event_id) c WHERE n > 1`},
 		{"ledger transactions", `SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM ledger_transactions GROUP BY ref) c WHERE n > 1`},
 	} {
 		var n int

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paygate/paygate/internal/testdb"
+	"github.com/paygate/paygate/jobs"
 )
 
 // Fault is one injected failure.
@@ -414,14 +415,16 @@ func tail(s string) string {
 	return s
 }
 
-// describePending lists the events not applied yet with their jobs, to
+// describePending lists the events not applied yet with the jobs that name
+// them, to
 // explain a run that never settled.
 func describePending(ctx context.Context, pool *pgxpool.Pool) string {
 	rows, err := pool.Query(ctx, `
 		SELECT e.event_id, e.type, e.status, e.attempts, coalesce(e.last_error, ''),
 		       coalesce(string_agg(j.id || ':' || j.state || ' attempt ' || j.attempt || '/' || j.max_attempts, ', '), 'no job')
 		FROM inbox_events e
-		LEFT JOIN river_job j ON j.kind = 'process_event' AND j.args->>'event_id' = e.event_id
+		LEFT JOIN (`+jobs.EventJobsSQL+`) ej ON ej.event_id = e.event_id
+		LEFT JOIN river_job j ON j.id = ej.job_id
 		WHERE e.status = 'received'
 		GROUP BY 1, 2, 3, 4, 5 LIMIT 20`)
 	if err != nil {
