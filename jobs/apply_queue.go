@@ -23,10 +23,8 @@ var errBatchFailed = errors.New("the batch this event was applied with failed")
 // then gets at least a sixth of its time. Two vCPUs carry the webhook path,
 // applying and PostgreSQL; when senders queue up, acknowledging them comes
 // first (a provider that waits too long retries, and sends more), and the
-// events wait as received, committed, until the pressure is off. In make
-// bench, at 64 connections, resting so raised ingest from 1.9× to 3.1×
-// pgbench single and end to end from 1.3× to 1.1×, against never resting,
-// in one pair of runs without a job per event (docs/performance.md).
+// events wait as received, committed, until the pressure is off. Measured
+// with make bench in docs/performance.md ("Acknowledging first").
 const applyRestFactor = 5
 
 // applyQueue gathers the events that concurrent jobs (process_event,

@@ -97,9 +97,10 @@ type Config struct {
 	// each); default 32. A running job mostly waits for the batch its
 	// events are applied in, so this bounds how many events the apply
 	// batches can gather, not how much work runs at once: EventAppliers is
-	// that. 32 ingest batches hold 700 events under make bench's load,
-	// enough for two batches of 256; more would leave jobs waiting, with
-	// their timeout running, while applying rests for ingest.
+	// that. At make bench's 64 connections an ingest batch holds about 20
+	// events, so 32 jobs gather about 640, enough for two apply batches of
+	// 150 to 250; many more would leave jobs waiting, their timeout
+	// running, while applying rests for ingest (64 measured no better).
 	EventWorkers int
 	// EventAppliers is how many batches of events are applied at once;
 	// default 2.
