@@ -2,7 +2,7 @@
 // ever acknowledged, stored byte for byte, with where it stands (received,
 // processed, ignored, poison or discarded).
 //
-// The webhook handler inserts into it, the process_event job moves events
+// The webhook handler inserts into it, the jobs that apply events move them
 // through their statuses, and the ops API reads it. Dedupe is the unique key
 // of inbox_event_keys on (provider, event_id), kept forever: the database
 // decides which copy of an event is new, never a check-then-act here.

@@ -41,8 +41,9 @@ const applyTimeout = 5 * time.Second
 //     history, email intents and their jobs, inbox statuses.
 //
 // The event left out, and every event of a batch whose transaction failed
-// for any other reason, is answered errBatchFailed; its worker then applies
-// it again alone, in a transaction that commits all of its effects or none,
+// for any other reason, is answered errBatchFailed; it is then applied
+// again alone (by its process_event job, the one an apply_events job hands
+// it to), in a transaction that commits all of its effects or none,
 // where the error belongs to that event only. So an event is applied whole
 // or not at all, and one bad event costs its neighbours one rolled-back
 // try, not their batching.
@@ -404,7 +405,7 @@ func emailsFor(ev inbox.Event, p ledger.Payment, added, all []statemachine.Fact,
 	return emails
 }
 
-// done reports the statuses a process_event job has nothing left to do for.
+// done reports the statuses a job has nothing left to do for.
 func done(s inbox.Status) bool {
 	return s == inbox.StatusProcessed || s == inbox.StatusIgnored || s == inbox.StatusDiscarded
 }

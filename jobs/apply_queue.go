@@ -13,8 +13,9 @@ import (
 )
 
 // errBatchFailed is a request's answer when the transaction of the batch it
-// was part of failed: nothing of the batch was applied, and the request's
-// worker tries its event again alone, so that one event's failure is never
+// was part of failed: nothing of the batch was applied, and the event is
+// tried again alone (by its process_event job, or by the process_event job
+// an apply_events job hands it to), so that one event's failure is never
 // counted against its neighbours.
 var errBatchFailed = errors.New("the batch this event was applied with failed")
 

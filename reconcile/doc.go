@@ -8,7 +8,7 @@
 // ledger.NewFee transactions keyed by the balance transaction id, so posting
 // is idempotent across re-runs), never know HTTP, and never apply an event
 // itself: recovered events go through the normal ingest path (an Ingester,
-// the same inbox insert + process_event job the webhook handler commits).
+// the same inbox insert + apply_events job the webhook handler commits).
 //
 // # Why it looks like this
 //

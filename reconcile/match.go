@@ -33,7 +33,7 @@ type Line struct {
 }
 
 // ledgerRef maps a balance transaction to the ref and kind of the ledger
-// transaction the process_event worker derives for the same movement (see
+// transaction applying the event derives for the same movement (see
 // the package documentation). ok is false for types paygate does not post.
 func ledgerRef(bt BalanceTransaction) (ref string, kind ledger.Kind, ok bool) {
 	src := bt.SourceID

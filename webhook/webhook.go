@@ -7,7 +7,7 @@
 // the inbox dedupes on (provider, event_id) with a unique key and the
 // database decides which copy is new. This package must never know a
 // provider's payload (package provider/… does) nor touch the ledger:
-// applying an event is the process_event job's work.
+// applying an event is the work of its job (jobs: apply_events).
 package webhook
 
 import (

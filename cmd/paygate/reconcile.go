@@ -107,7 +107,7 @@ func stripeProvider(cfg config, progress func(string)) (*stripe.API, error) {
 }
 
 // stripeIngester feeds recovered events through the webhook's ingest path:
-// the same decoding, and the inbox insert with its process_event job in one
+// the same decoding, and the inbox insert with its apply_events job in one
 // transaction. enqueue is called at ingest time, so that the server can
 // build its River client after the worker that needs this ingester.
 func stripeIngester(pool *pgxpool.Pool, enqueue func() webhook.Enqueuer) reconcile.Ingester {
