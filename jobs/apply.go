@@ -50,6 +50,7 @@ const applyTimeout = 5 * time.Second
 type applier struct {
 	pool     *pgxpool.Pool
 	opsEmail string
+	claims   paymentClaims
 	sizes    prometheus.Histogram
 	seconds  prometheus.Histogram
 }
@@ -79,7 +80,47 @@ func newApplier(pool *pgxpool.Pool, opsEmail string, reg prometheus.Registerer) 
 // (applied, ignored, or nothing left to do), an error wrapping ErrPermanent
 // (not applied and never will be: poison), inbox.ErrNotFound, or another
 // error (not applied; try again).
+//
+// Events of a payment that another batch of this process is applying are
+// applied after it, in a transaction of their own (see paymentClaims).
 func (a *applier) apply(ctx context.Context, rc *river.Client[pgx.Tx], keys []inbox.Key) []error {
+	outcomes := a.applyBatch(ctx, rc, keys)
+	for {
+		var again []int
+		var waits []chan struct{}
+		for i, err := range outcomes {
+			var d *deferredError
+			if errors.As(err, &d) {
+				again = append(again, i)
+				waits = append(waits, d.released)
+			}
+		}
+		if len(again) == 0 {
+			return outcomes
+		}
+		// Outside any transaction: the claims' holders never wait for us.
+		for _, ch := range waits {
+			<-ch
+		}
+		sub := make([]inbox.Key, len(again))
+		for j, i := range again {
+			sub[j] = keys[i]
+		}
+		for j, err := range a.applyBatch(ctx, rc, sub) {
+			outcomes[again[j]] = err
+		}
+	}
+}
+
+// deferredError is an event left out of its batch because another batch
+// held its payment; released is closed when that batch lets it go.
+type deferredError struct{ released chan struct{} }
+
+func (*deferredError) Error() string { return "deferred: another batch holds its payment" }
+
+// applyBatch applies keys in one transaction, as apply does, but answers
+// the events it deferred with a *deferredError.
+func (a *applier) applyBatch(ctx context.Context, rc *river.Client[pgx.Tx], keys []inbox.Key) []error {
 	ctx, cancel := context.WithTimeout(ctx, applyTimeout)
 	defer cancel()
 	outcomes := make([]error, len(keys))
@@ -128,9 +169,11 @@ func (a *applier) applyOnce(ctx context.Context, rc *river.Client[pgx.Tx], keys 
 		a.seconds.Observe(time.Since(start).Seconds())
 	}()
 	var outcomes []error
+	claims := a.claims.begin()
+	defer claims.release() // after the commit or the rollback
 	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		var err error
-		outcomes, err = a.applyTx(ctx, tx, rc, keys)
+		outcomes, err = a.applyTx(ctx, tx, rc, keys, claims)
 		return err
 	})
 	return outcomes, err
@@ -164,7 +207,7 @@ type batchWrites struct {
 	refunds  []refund.Report
 }
 
-func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], keys []inbox.Key) ([]error, error) {
+func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], keys []inbox.Key, claims *claimSet) ([]error, error) {
 	outcomes := make([]error, len(keys))
 	stored, err := inbox.LockManyTx(ctx, tx, keys)
 	if err != nil {
@@ -204,6 +247,19 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 			todo = append(todo, work{i, ev, fx})
 		}
 	}
+
+	// Leave out the events of payments another batch is applying: every
+	// event of such a payment, so that the rest of it is not applied ahead
+	// of them here.
+	kept := todo[:0]
+	for _, w := range todo {
+		if w.fx.PaymentID == "" || claims.take(w.ev.Provider+"/"+w.fx.PaymentID) {
+			kept = append(kept, w)
+			continue
+		}
+		outcomes[w.pos] = &deferredError{released: claims.busy[w.ev.Provider+"/"+w.fx.PaymentID]}
+	}
+	todo = kept
 
 	var (
 		payments = map[string]*paymentApply{}
