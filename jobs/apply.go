@@ -253,11 +253,13 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 	// of them here.
 	kept := todo[:0]
 	for _, w := range todo {
-		if w.fx.PaymentID == "" || claims.take(w.ev.Provider+"/"+w.fx.PaymentID) {
-			kept = append(kept, w)
-			continue
+		if w.fx.PaymentID != "" {
+			if ok, released := claims.take(w.ev.Provider + "/" + w.fx.PaymentID); !ok {
+				outcomes[w.pos] = &deferredError{released: released}
+				continue
+			}
 		}
-		outcomes[w.pos] = &deferredError{released: claims.busy[w.ev.Provider+"/"+w.fx.PaymentID]}
+		kept = append(kept, w)
 	}
 	todo = kept
 

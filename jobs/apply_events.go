@@ -44,7 +44,7 @@ func (w *ApplyEventsWorker) Work(ctx context.Context, job *river.Job[ApplyEvents
 	}
 	outcomes := w.queue.submitAll(ctx, rc, keys)
 
-	var handOff []river.InsertManyParams
+	var handOff []inbox.Key
 	var first error
 	for i, err := range outcomes {
 		if err == nil || errors.Is(err, inbox.ErrNotFound) {
@@ -55,13 +55,7 @@ func (w *ApplyEventsWorker) Work(ctx context.Context, job *river.Job[ApplyEvents
 		if first == nil {
 			first = err
 		}
-		handOff = append(handOff, river.InsertManyParams{
-			Args: ProcessEventArgs{Provider: keys[i].Provider, EventID: keys[i].EventID},
-			InsertOpts: &river.InsertOpts{
-				MaxAttempts: w.maxAttempts,
-				UniqueOpts:  river.UniqueOpts{ByArgs: true, ByState: rivertype.JobStates()},
-			},
-		})
+		handOff = append(handOff, keys[i])
 	}
 	if len(handOff) == 0 {
 		return nil
@@ -70,13 +64,13 @@ func (w *ApplyEventsWorker) Work(ctx context.Context, job *river.Job[ApplyEvents
 	// must still commit, or the events would wait for the sweeper.
 	ctx = context.WithoutCancel(ctx)
 	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		_, err := rc.InsertManyTx(ctx, tx, handOff)
+		_, err := rc.InsertManyTx(ctx, tx, uniqueProcessEvents(handOff, w.maxAttempts, rivertype.JobStates()))
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("hand %d events to jobs of their own: %w", len(handOff), err)
 	}
 	w.logger.InfoContext(ctx, "events of an ingest batch handed to jobs of their own", "provider", job.Args.Provider,
-		"count", len(handOff), "first_event_id", handOff[0].Args.(ProcessEventArgs).EventID, "first_error", first.Error())
+		"count", len(handOff), "first_event_id", handOff[0].EventID, "first_error", first.Error())
 	return nil
 }

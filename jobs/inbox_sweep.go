@@ -194,16 +194,7 @@ func (s *sweeper) sweepBatch(ctx context.Context, rc *river.Client[pgx.Tx]) (fou
 		if found == 0 {
 			return nil
 		}
-		params := make([]river.InsertManyParams, len(keys))
-		for i, k := range keys {
-			params[i] = river.InsertManyParams{
-				Args: ProcessEventArgs{Provider: k.Provider, EventID: k.EventID},
-				InsertOpts: &river.InsertOpts{
-					MaxAttempts: s.maxAttempts,
-					UniqueOpts:  river.UniqueOpts{ByArgs: true, ByState: liveJobStates},
-				},
-			}
-		}
+		params := uniqueProcessEvents(keys, s.maxAttempts, liveJobStates)
 		results, err := rc.InsertManyTx(ctx, tx, params)
 		if err != nil {
 			return fmt.Errorf("enqueue %d stranded events: %w", len(keys), err)

@@ -28,27 +28,28 @@ func (c *paymentClaims) begin() *claimSet {
 	return &claimSet{claims: c, mine: map[string]bool{}, busy: map[string]chan struct{}{}}
 }
 
-// take claims payment for s's transaction, or reports that another holds it.
-func (s *claimSet) take(payment string) bool {
+// take claims payment for s's transaction; when another holds it, it
+// answers false and the channel closed when that one lets it go.
+func (s *claimSet) take(payment string) (bool, chan struct{}) {
 	if s.mine[payment] {
-		return true
+		return true, nil
 	}
-	if _, ok := s.busy[payment]; ok {
-		return false
+	if ch, ok := s.busy[payment]; ok {
+		return false, ch
 	}
 	c := s.claims
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ch, ok := c.held[payment]; ok {
 		s.busy[payment] = ch
-		return false
+		return false, ch
 	}
 	if c.held == nil {
 		c.held = map[string]chan struct{}{}
 	}
 	c.held[payment] = make(chan struct{})
 	s.mine[payment] = true
-	return true
+	return true, nil
 }
 
 // release lets go of s's claims, once its transaction has ended.

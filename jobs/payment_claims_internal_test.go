@@ -35,7 +35,8 @@ func TestBatchDefersAPaymentAnotherBatchHolds(t *testing.T) {
 	w := newApplyWorld(t)
 	keys := w.store(t, events)
 	other := w.applier.claims.begin() // another batch, still open
-	require.True(t, other.take("stripe/"+held.ID))
+	taken, _ := other.take("stripe/" + held.ID)
+	require.True(t, taken)
 
 	done := make(chan []error, 1)
 	go func() { done <- w.applier.apply(ctx, w.rc, keys) }()
