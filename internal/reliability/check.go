@@ -29,8 +29,8 @@ type Report struct {
 	// the gateway does not.
 	Lost int
 	// Duplicated effects: inbox rows, process_event jobs, or apply_events
-	// jobs naming an event, beyond one per event, two "new" answers for one event, ledger refs, facts and emails
-	// beyond the model's.
+	// jobs naming an event, beyond one per event, two "new" answers for one
+	// event, ledger refs, facts and emails beyond the model's.
 	Duplicated int
 	// Unexpected: events in the inbox that were never sent.
 	Unexpected int

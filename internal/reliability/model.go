@@ -52,8 +52,8 @@ func (m *Model) Apply(ctx context.Context, w *Workload) error {
 }
 
 // Pending counts what is not applied yet: acknowledged events still in
-// status received, jobs of the events queue not finished, and (when ids is not
-// nil) the events of ids missing from the inbox.
+// status received, jobs of the events queue not finished, and (when ids is
+// not nil) the events of ids missing from the inbox.
 func Pending(ctx context.Context, pool *pgxpool.Pool, ids []string) (int, error) {
 	var n int
 	err := pool.QueryRow(ctx, `

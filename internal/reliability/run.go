@@ -416,8 +416,7 @@ func tail(s string) string {
 }
 
 // describePending lists the events not applied yet with the jobs that name
-// them, to
-// explain a run that never settled.
+// them, to explain a run that never settled.
 func describePending(ctx context.Context, pool *pgxpool.Pool) string {
 	rows, err := pool.Query(ctx, `
 		SELECT e.event_id, e.type, e.status, e.attempts, coalesce(e.last_error, ''),
