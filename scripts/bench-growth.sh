@@ -1,39 +1,52 @@
 #!/usr/bin/env bash
 # `make bench-growth`: does paygate stay as fast when its tables hold a year
-# of traffic? For each level of GROWTH_LEVELS (events held):
+# of traffic? On this shared machine two runs minutes apart differ more than
+# an empty database and a full one do, so every filled level is measured
+# against an empty database in alternation, in the same run:
 #
-#   1. fills the database paygate_bench (on the server scripts/db.sh finds,
-#      recreated and migrated at the start, as scripts/bench.sh does) to
-#      that many events with cmd/benchfill: paygate's own rows for payments
-#      of make bench's mix, written by COPY, with their ledger, payments,
-#      facts, history and emails; then VACUUM ANALYZE and a CHECKPOINT;
-#   2. runs make bench's ingest and end-to-end measurement on the database
-#      as it is (scripts/bench.sh with BENCH_DATABASE_KEEP=1, one wrk level,
-#      no scale-out, no floor server), pgbench anchors included;
-#   3. starts one `paygate serve` on it and times GET /v1/ops/stats and
-#      GET /metrics (GROWTH_CALLS calls each, curl's time_total), and a few
-#      other reads five times each (level-*/reads.txt);
+#   1. recreates and migrates the database paygate_bench (on the server
+#      scripts/db.sh finds, as scripts/bench.sh does);
+#   2. for each level of GROWTH_LEVELS (events held) above 0, fills
+#      paygate_bench to that many events with cmd/benchfill: paygate's own
+#      rows for payments of make bench's mix, written by COPY, with their
+#      ledger, payments, facts, history and emails; then VACUUM ANALYZE and
+#      a CHECKPOINT;
+#   3. runs GROWTH_PAIRS pairs of make bench's ingest and end-to-end
+#      measurement (scripts/bench.sh, one wrk level, no scale-out, no floor
+#      server, pgbench anchors included): one on paygate_bench as it is
+#      (BENCH_DATABASE_KEEP=1) and one on paygate_bench_empty, recreated for
+#      each run, the order swapped from pair to pair;
+#   4. after each run starts one `paygate serve` on that database and times
+#      GET /v1/ops/stats and GET /metrics (GROWTH_CALLS calls each, curl's
+#      time_total), and a few other reads five times each (reads.txt);
 #
-# and prints one table: each level's ingest and end-to-end events/s, as a
-# ratio to the first level's, the /v1/ops/stats times and the database's
-# size, with the targets (at the last level: rates no more than 10 % below
-# the first level's, /v1/ops/stats median under 50 ms).
+# and prints one table: each level's mean ingest and end-to-end events/s, as
+# a ratio to the mean of the empty runs it alternated with (level 0: all the
+# empty runs), each pair's ratios, the /v1/ops/stats times and the
+# database's size, with the targets (at the last level: rates no more than
+# 10 % below the empty database's, /v1/ops/stats median under 50 ms).
 #
 # Knobs (environment):
 #   GROWTH_LEVELS (0,100000)   events held at each level, ascending; the
 #                              full run is GROWTH_LEVELS=0,1000000,10000000
-#                              (10 M: about 35 GB, filled at about 6,000
-#                              events/s on two cores: 30 minutes)
+#                              (10 M: about 33 GB, filled at 6,000 to 15,000
+#                              events/s on two cores: 12 to 30 minutes)
+#   GROWTH_PAIRS (3)           pairs at each level above 0; GROWTH_PAIRS=0
+#                              measures each level once on paygate_bench,
+#                              in turn, with ratios to the first level's
+#                              (for two private clusters measured by hand)
 #   GROWTH_KEEP=1              keeps paygate_bench as it is instead of
 #                              recreating it (benchfill only adds events)
 #   GROWTH_CONNECTIONS (64)    the wrk connection count (BENCH_LEVELS)
-#   GROWTH_CALLS (50)          timed calls of each endpoint per level
-#   GROWTH_TABLE=1             only prints the table again from the levels'
+#   GROWTH_CALLS (50)          timed calls of each endpoint per run
+#   GROWTH_TABLE=1             only prints the table again from the runs'
 #                              saved results (nothing is filled or measured)
 #   and scripts/bench.sh's own (BENCH_SECONDS, BENCH_WARMUP, BENCH_RATE…),
 #   passed through.
-# Installs Debian's jq when missing. Raw outputs (benchfill's log, each level's bench results and
-# report, the timings, table.txt) go to tmp/bench-growth/ (git-ignored).
+# Installs Debian's jq when missing. Raw outputs (benchfill's log, each run's
+# bench results and report, the timings, table.txt) go to tmp/bench-growth/
+# (git-ignored): level-N/benchfill.log, level-N/<run>/ for each run (full-1,
+# empty-1, …; once for GROWTH_PAIRS=0 or level 0).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -50,12 +63,18 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench-db.sh"
 psql=$(find_pg_bin psql) || { say "psql not found"; exit 1; }
 
 IFS=, read -r -a levels <<<"${GROWTH_LEVELS:-0,100000}"
+pairs=${GROWTH_PAIRS:-3}
 conns=${GROWTH_CONNECTIONS:-64}
 calls=${GROWTH_CALLS:-50}
 secret=whsec_bench_paygate
 token=bench-growth-ops-token
+[[ "$pairs" =~ ^[0-9]+$ ]] || { say "GROWTH_PAIRS must be a whole number, got '$pairs'"; exit 2; }
+for level in "${levels[@]}"; do
+  [[ "$level" =~ ^[0-9]+$ ]] || { say "GROWTH_LEVELS must be whole numbers, got '$level'"; exit 2; }
+done
 
 db=paygate_bench
+empty_db=paygate_bench_empty
 url=$(DATABASE_URL='' scripts/db.sh "$db")
 admin=$(bench_admin_url "$url" "$db")
 if [[ "${GROWTH_TABLE:-}" != 1 ]]; then
@@ -78,7 +97,10 @@ stop_paygate() {
   wait "$pid" 2>/dev/null || true
   pid=""
 }
-trap stop_paygate EXIT
+drop_empty() {
+  PGOPTIONS='-c client_min_messages=warning' "$psql" "$admin" -qc "DROP DATABASE IF EXISTS $empty_db WITH (FORCE)" >/dev/null 2>&1 || true
+}
+trap 'stop_paygate; drop_empty' EXIT
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # time_calls URL FILE: GROWTH_CALLS timed GETs, one time_total in ms a line;
@@ -93,25 +115,38 @@ time_calls() {
   sort -n "$2" | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f %.1f\n", m, v[NR] }'
 }
 
-measure() {
-  local level="$1" dir="$out/level-$1" held size p lv ingest e2e pg1 stats_med stats_max metrics_med metrics_max
+# fill LEVEL: paygate_bench filled to LEVEL events.
+fill() {
+  local dir="$out/level-$1"
+  mkdir -p "$dir"
+  say "level $1: filling (log: tmp/bench-growth/level-$1/benchfill.log)"
+  "$out/benchfill" -database-url "$url" -events "$1" 2>&1 | tee "$dir/benchfill.log" >&2
+}
+
+# run LEVEL KIND N: one measurement, of paygate_bench as it is (KIND full)
+# or of paygate_bench_empty made anew (KIND empty), into level-LEVEL/KIND-N/,
+# whose row.txt holds: held ingest/s e2e/s pgbench1 ops-stats-median
+# ops-stats-max metrics-median metrics-max size.
+run() {
+  local level="$1" kind="$2" n="$3" dir="$out/level-$1/$2-$3" rurl name keep
+  local held size p lv ingest e2e pg1 stats_med stats_max metrics_med metrics_max
   rm -rf "$dir"
   mkdir -p "$dir"
-  say "level $level: filling (log: tmp/bench-growth/level-$level/benchfill.log)"
-  "$out/benchfill" -database-url "$url" -events "$level" 2>&1 | tee "$dir/benchfill.log" >&2
-  held=$("$psql" "$url" -tAc "SELECT coalesce(sum(n), 0) FROM inbox_status_counts")
-  size=$("$psql" "$url" -tAc "SELECT pg_database_size(current_database())")
+  if [[ "$kind" == empty ]]; then name=$empty_db keep=""; else name=$db keep=1; fi
+  rurl=$(DATABASE_URL='' scripts/db.sh "$name" 2>/dev/null)
 
-  say "level $level: make bench's measurement on $held events (log: tmp/bench-growth/level-$level/bench.log)"
-  BENCH_DATABASE_KEEP=1 BENCH_LEVELS="$conns" BENCH_SCALEOUT=0 BENCH_FLOOR="${BENCH_FLOOR:-0}" \
+  say "level $level, $kind run $n: make bench's measurement on $name (log: tmp/bench-growth/level-$level/$kind-$n/bench.log)"
+  BENCH_DATABASE="$name" BENCH_DATABASE_KEEP="$keep" BENCH_LEVELS="$conns" BENCH_SCALEOUT=0 BENCH_FLOOR="${BENCH_FLOOR:-0}" \
     scripts/bench.sh >"$dir/bench.log" 2>&1 || { tail -30 "$dir/bench.log" >&2; say "level $level: bench failed"; exit 1; }
   cp tmp/bench/results.json tmp/bench/report.txt "$dir/"
   cp tmp/bench/pgbench-single-before.log tmp/bench/pgbench-single-after.log "$dir/" 2>/dev/null || true
-  cat "$dir/report.txt" >&2
+  sed -n '/^anchors/,/^targets/p' "$dir/report.txt" | sed '$d' >&2
+  held=$("$psql" "$rurl" -tAc "SELECT coalesce(sum(n), 0) FROM inbox_status_counts")
+  size=$("$psql" "$rurl" -tAc "SELECT pg_database_size(current_database())")
 
   p=18180
   while ! port_free "$p"; do p=$((p + 1)); done
-  DATABASE_URL="$url" PAYGATE_ADDR="127.0.0.1:$p" PAYGATE_STRIPE_WEBHOOK_SECRETS="$secret" \
+  DATABASE_URL="$rurl" PAYGATE_ADDR="127.0.0.1:$p" PAYGATE_STRIPE_WEBHOOK_SECRETS="$secret" \
     PAYGATE_OPS_TOKENS="$token" "$out/paygate" serve >"$dir/paygate.log" 2>&1 &
   pid=$!
   for _ in $(seq 200); do
@@ -126,16 +161,14 @@ measure() {
   # in the table): a filled event, payment and its ledger, the lists'
   # first pages, the trial balance.
   local ev pay path
-  ev=$("$psql" "$url" -tAc "SELECT event_id FROM inbox_event_keys ORDER BY received_at LIMIT 1")
-  pay=$("$psql" "$url" -tAc "SELECT id FROM payments ORDER BY created_at LIMIT 1")
+  ev=$("$psql" "$rurl" -tAc "SELECT event_id FROM inbox_event_keys ORDER BY received_at LIMIT 1")
+  pay=$("$psql" "$rurl" -tAc "SELECT id FROM payments ORDER BY created_at LIMIT 1")
   : >"$dir/reads.txt"
   for path in "/v1/events/stripe/$ev" "/v1/payments/$pay" "/v1/payments/$pay/ledger" "/v1/events?limit=100" \
     "/v1/events?status=processed&type=charge.succeeded&limit=100" "/v1/payments?limit=100" "/v1/ops/poison" "/v1/ledger/trial-balance"; do
     echo "$path $(calls=5 time_calls "http://127.0.0.1:$p$path" "$dir/read.tmp")" >>"$dir/reads.txt"
   done
   rm -f "$dir/read.tmp"
-  say "level $level: other reads (path, median and max of 5, ms):"
-  cat "$dir/reads.txt" >&2
   stop_paygate
 
   lv=$(jq --argjson c "$conns" '.series[] | select(.label == "paygate") | .levels[] | select(.connections == $c)' "$dir/results.json")
@@ -146,43 +179,105 @@ measure() {
   e2e=$(jq -r 'if .e2e_seconds > 0 then (if .stored > 0 then .stored else .events end) / .e2e_seconds else 0 end' <<<"$lv")
   pg1=$(cat "$dir"/pgbench-single-*.log 2>/dev/null | sed -nE 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' |
     awk '{ s += $1; n++ } END { if (n) printf "%.0f", s / n; else print 0 }')
-  echo "$level $held $ingest $e2e $pg1 $stats_med $stats_max $metrics_med $metrics_max $size" >"$dir/row.txt"
-  say "level $level: ingest $ingest/s, end to end $e2e/s, ops/stats median ${stats_med} ms (max ${stats_max}), $(numfmt --to=iec "$size")"
+  echo "$held $ingest $e2e $pg1 $stats_med $stats_max $metrics_med $metrics_max $size" >"$dir/row.txt"
+  say "level $level, $kind run $n: $held events held, ingest $(printf '%.0f' "$ingest")/s, end to end $(printf '%.0f' "$e2e")/s, pgbench single $pg1, ops/stats median ${stats_med} ms (max ${stats_max}), $(numfmt --to=iec "$size"); other reads (path, median and max of 5, ms):"
+  cat "$dir/reads.txt" >&2
 }
 
 # ratio A B [PLACES]: A/B to two (or PLACES) decimals, 0 when B is 0.
 ratio() { awk -v a="$1" -v b="$2" -v p="${3:-2}" 'BEGIN { printf "%.*f", p, (b > 0 ? a / b : 0) }'; }
 verdict() { if awk "BEGIN { exit !($1) }"; then echo met; else echo "NOT met"; fi; }
 
-# table: the levels' saved rows (level-*/row.txt) as one table. The ratios
-# are to the first level's rates, as measured and divided by each run's
-# own pgbench anchor (which moves with whatever else the machine runs).
+# agg FILE…: the runs' rows as one: the most events held, mean ingest, e2e
+# and pgbench1, the highest ops/stats and metrics medians and maxima, the
+# largest size.
+agg() {
+  cat "$@" | awk '{ if ($1 > h) h = $1; i += $2; e += $3; g += $4; n++
+      if ($5 > sm) sm = $5; if ($6 > sx) sx = $6; if ($7 > mm) mm = $7; if ($8 > mx) mx = $8; if ($9 > z) z = $9 }
+    END { printf "%d %.1f %.1f %.1f %.1f %.1f %.1f %.1f %d\n", h, i / n, e / n, g / n, sm, sx, mm, mx, z }'
+}
+
+# pair_ratios LEVEL COLUMN: each pair's full/empty ratio of COLUMN (2 ingest, 3 e2e).
+pair_ratios() {
+  local n f e rs=()
+  for n in $(seq "$pairs"); do
+    f=$(awk -v c="$2" '{ print $c }' "$out/level-$1/full-$n/row.txt")
+    e=$(awk -v c="$2" '{ print $c }' "$out/level-$1/empty-$n/row.txt")
+    rs+=("$(ratio "$f" "$e")")
+  done
+  echo "${rs[*]}"
+}
+
+# table: the runs' saved rows as one table. With pairs, each level's mean
+# over its full runs against the mean of the empty runs it alternated with
+# (level 0: all the empty runs); without, each level against the first, in
+# turn. The ÷pg1 columns divide each mean first by its runs' pgbench single
+# (which moves with whatever else the machine runs).
 table() {
-  local rows=() level held ingest e2e pg1 smed smax mmed mmax size
-  local base_ingest base_e2e base_pg1
-  for level in "${levels[@]}"; do rows+=("$(cat "$out/level-$level/row.txt")"); done
-  echo "paygate make bench-growth, $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'), wrk at $conns connections"
+  local level row base held ingest e2e pg1 smed smax mmed mmax size bi be bp vs last=()
+  echo "paygate make bench-growth, $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'), wrk at $conns connections, $pairs pairs a level"
   echo "machine: nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg), PostgreSQL $("$psql" "$url" -tAc "SHOW server_version")"
   echo
-  read -r _ _ base_ingest base_e2e base_pg1 _ <<<"${rows[0]}"
-  printf '%-9s %-9s %9s %6s %6s %8s %6s %6s %7s %19s %19s %6s\n' level held "ingest/s" "vs ${levels[0]}" "÷pg1" "e2e/s" "vs ${levels[0]}" "÷pg1" "pgbench1" "ops/stats ms" "metrics ms" size
-  for r in "${rows[@]}"; do
-    read -r level held ingest e2e pg1 smed smax mmed mmax size <<<"$r"
-    printf '%-9s %-9s %9.0f %6s %6s %8.0f %6s %6s %7.0f %19s %19s %6s\n' "$level" "$held" \
-      "$ingest" "$(ratio "$ingest" "$base_ingest")" "$(ratio "$(ratio "$ingest" "$pg1" 6)" "$(ratio "$base_ingest" "$base_pg1" 6)")" \
-      "$e2e" "$(ratio "$e2e" "$base_e2e")" "$(ratio "$(ratio "$e2e" "$pg1" 6)" "$(ratio "$base_e2e" "$base_pg1" 6)")" \
+  if ((pairs > 0)); then vs="vs empty"; else vs="vs ${levels[0]}"; fi
+  printf '%-9s %-9s %9s %8s %6s %8s %8s %6s %8s %19s %19s %6s\n' level held "ingest/s" "$vs" "÷pg1" "e2e/s" "$vs" "÷pg1" "pgbench1" "ops/stats ms" "metrics ms" size
+  ((pairs > 0)) || base=$(cat "$out/level-${levels[0]}/full-1/row.txt")
+  for level in "${levels[@]}"; do
+    if ((pairs == 0)); then
+      row=$(cat "$out/level-$level/full-1/row.txt")
+    elif ((level == 0)); then
+      row=$(agg "$out"/level-*/empty-*/row.txt)
+      base=$row
+    else
+      row=$(agg "$out/level-$level"/full-*/row.txt)
+      base=$(agg "$out/level-$level"/empty-*/row.txt)
+    fi
+    read -r held ingest e2e pg1 smed smax mmed mmax size <<<"$row"
+    read -r _ bi be bp _ <<<"$base"
+    printf '%-9s %-9s %9.0f %8s %6s %8.0f %8s %6s %8.0f %19s %19s %6s\n' "$level" "$held" \
+      "$ingest" "$(ratio "$ingest" "$bi")" "$(ratio "$(ratio "$ingest" "$pg1" 6)" "$(ratio "$bi" "$bp" 6)")" \
+      "$e2e" "$(ratio "$e2e" "$be")" "$(ratio "$(ratio "$e2e" "$pg1" 6)" "$(ratio "$be" "$bp" 6)")" \
       "$pg1" "$smed (max $smax)" "$mmed (max $mmax)" "$(numfmt --to=iec "$size")"
+    last=("$level" "$ingest" "$e2e" "$smed" "$bi" "$be")
   done
-  echo "(vs: the rate over the first level's; ÷pg1: the same, each rate first divided by its run's one-event"
-  echo " pgbench tps, pgbench1; ops/stats and metrics: median and max of $calls calls, ms)"
+  if ((pairs > 0)); then
+    echo "(vs empty: the level's mean over the mean of the empty runs it alternated with, $pairs pairs; level 0:"
+    echo " the mean of every empty run; ÷pg1: the same, each mean first divided by its runs' one-event pgbench"
+    echo " tps, pgbench1; ops/stats and metrics: the highest median and maximum of the runs' $calls calls, ms)"
+    for level in "${levels[@]}"; do
+      ((level > 0)) || continue
+      echo "level $level, each pair full/empty: ingest $(pair_ratios "$level" 2); end to end $(pair_ratios "$level" 3)"
+    done
+    vs="the empty database's"
+  else
+    echo "(vs: the rate over the first level's; ÷pg1: the same, each rate first divided by its run's one-event"
+    echo " pgbench tps, pgbench1; ops/stats and metrics: median and max of $calls calls, ms)"
+    vs="level ${levels[0]}'s"
+  fi
   echo
-  read -r level _ ingest e2e _ smed _ <<<"${rows[-1]}"
-  echo "at $level events: ingest ≥ 0.90× level ${levels[0]}: $(verdict "$ingest >= 0.9 * $base_ingest")"
-  echo "at $level events: end to end ≥ 0.90× level ${levels[0]}: $(verdict "$e2e >= 0.9 * $base_e2e")"
+  read -r level ingest e2e smed bi be <<<"${last[*]}"
+  echo "at $level events: ingest ≥ 0.90× $vs: $(verdict "$ingest >= 0.9 * $bi")"
+  echo "at $level events: end to end ≥ 0.90× $vs: $(verdict "$e2e >= 0.9 * $be")"
   echo "at $level events: /v1/ops/stats median < 50 ms: $(verdict "$smed < 50")"
 }
 
 if [[ "${GROWTH_TABLE:-}" != 1 ]]; then
-  for level in "${levels[@]}"; do measure "$level"; done
+  rm -rf "$out"/level-*
+  empties=0
+  for level in "${levels[@]}"; do
+    if ((pairs == 0)); then
+      fill "$level"
+      run "$level" full 1
+      continue
+    fi
+    ((level > 0)) || continue
+    fill "$level"
+    for n in $(seq "$pairs"); do
+      if ((n % 2)); then run "$level" full "$n"; run "$level" empty "$n"
+      else run "$level" empty "$n"; run "$level" full "$n"; fi
+      empties=$((empties + 1))
+    done
+  done
+  # Only level 0 asked for: the empty database once.
+  if ((pairs > 0 && empties == 0)); then run 0 empty 1; fi
 fi
 table | tee "$out/table.txt"

@@ -36,6 +36,8 @@
 #                                 BENCH_SCALEOUT_SECONDS (6)
 #   BENCH_DATABASE_KEEP=1         uses paygate_bench as it is: no drop, no
 #                                 truncate (a filled database, for growth runs)
+#   BENCH_DATABASE (paygate_bench)  the database measured (make bench-growth
+#                                 alternates a filled one and an empty one)
 #   BENCH_PROFILE=1               CPU profile of paygate at the highest level
 #                                 (tmp/bench/cpu.pprof)
 #   BENCH_INGEST=tx               paygate built with one transaction per event
@@ -71,7 +73,7 @@ ldflags=""
 go build -ldflags "$ldflags" -o "$out/paygate" ./cmd/paygate
 go build -o "$out/loadgen" ./cmd/loadgen
 
-db=paygate_bench
+db=${BENCH_DATABASE:-paygate_bench}
 anchor=paygate_bench_pgbench
 url=$(DATABASE_URL='' scripts/db.sh "$db")
 admin=$(bench_admin_url "$url" "$db")
