@@ -97,10 +97,7 @@ stop_paygate() {
   wait "$pid" 2>/dev/null || true
   pid=""
 }
-drop_empty() {
-  PGOPTIONS='-c client_min_messages=warning' "$psql" "$admin" -qc "DROP DATABASE IF EXISTS $empty_db WITH (FORCE)" >/dev/null 2>&1 || true
-}
-trap 'stop_paygate; drop_empty' EXIT
+trap 'stop_paygate; bench_db_drop "$admin" "$empty_db" 2>/dev/null || true' EXIT
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # time_calls URL FILE: GROWTH_CALLS timed GETs, one time_total in ms a line;

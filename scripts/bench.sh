@@ -102,7 +102,7 @@ stop_all() {
 }
 cleanup() {
   stop_all
-  "$psql" "$admin" -qc "DROP DATABASE IF EXISTS $anchor WITH (FORCE)" >/dev/null 2>&1 || true
+  bench_db_drop "$admin" "$anchor" 2>/dev/null || true
 }
 trap cleanup EXIT
 
