@@ -123,6 +123,9 @@ type Sim struct {
 	dropped  map[string]bool
 	payoutOf map[string]string // balance transaction id → the payout that paid it out
 
+	account string              // the ten characters of every id that name the account
+	issued  map[string]struct{} // every id newID has returned
+
 	refundAPI refundAPIState // POST /v1/refunds: idempotency keys and test knobs
 	limits    limitState     // requests per route and queued rate limits
 }
@@ -173,6 +176,14 @@ func New(cfg Config) *Sim {
 		s.setRateLocked(cur, rate)
 	}
 	s.rng = mrand.New(mrand.NewPCG(uint64(s.seed), 0x9e3779b97f4a7c15))
+	// The account's characters come from their own generator, so that the
+	// seeded sequence of everything else does not depend on them.
+	acct := mrand.New(mrand.NewPCG(uint64(s.seed), 0xacc7))
+	var a [10]byte
+	for i := range a {
+		a[i] = idAlphabet[acct.IntN(len(idAlphabet))]
+	}
+	s.account = string(a[:])
 	return s
 }
 
@@ -259,17 +270,44 @@ func minorExponent(currency string) int32 {
 
 const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-// newID returns a Stripe-looking id: the prefix, an underscore and 24
-// characters drawn from the seeded generator.
+// idEpoch is the Unix second that Stripe's ids count from. Every fixture
+// with a real created time in the stripe-mock releases the tests pin (ids
+// such as link_1PgbAmB7WZ01zgkWwbZvcvQ8, created 1721950452) decodes to
+// it; see TestIDsCountSecondsAsStripesDo.
+const idEpoch = 1342389380
+
+// newID returns an id shaped as Stripe's: the prefix, an underscore, a
+// version character, five base-62 characters counting the seconds from
+// idEpoch to the simulator clock, ten characters of the account, and eight
+// drawn from the seeded generator. Ids made later sort later, as Stripe's
+// do, so an index on them grows at its right edge; an id already issued is
+// drawn again.
 func (s *Sim) newID(prefix string) string {
-	var b strings.Builder
-	b.Grow(len(prefix) + 25)
-	b.WriteString(prefix)
-	b.WriteByte('_')
-	for range 24 {
-		b.WriteByte(idAlphabet[s.rng.IntN(len(idAlphabet))])
+	if s.issued == nil {
+		s.issued = map[string]struct{}{}
 	}
-	return b.String()
+	secs := max(s.now.Unix()-idEpoch, 0)
+	for {
+		var b strings.Builder
+		b.Grow(len(prefix) + 25)
+		b.WriteString(prefix)
+		b.WriteString("_1")
+		var t [5]byte
+		for i, n := len(t)-1, secs; i >= 0; i-- {
+			t[i] = idAlphabet[n%int64(len(idAlphabet))]
+			n /= int64(len(idAlphabet))
+		}
+		b.Write(t[:])
+		b.WriteString(s.account)
+		for range 8 {
+			b.WriteByte(idAlphabet[s.rng.IntN(len(idAlphabet))])
+		}
+		id := b.String()
+		if _, dup := s.issued[id]; !dup {
+			s.issued[id] = struct{}{}
+			return id
+		}
+	}
 }
 
 func (s *Sim) unix() int64 { return s.now.Unix() }
