@@ -23,7 +23,8 @@
 # and prints one table: each level's mean ingest and end-to-end events/s, as
 # a ratio to the mean of the empty runs it alternated with (level 0: all the
 # empty runs), each pair's ratios, the /v1/ops/stats times and the
-# database's size, with the targets (at the last level: rates no more than
+# database's size, and what a run cost the server (blocks read from outside
+# shared_buffers, WAL full-page images, checkpoints), with the targets (at the last level: rates no more than
 # 10 % below the empty database's, /v1/ops/stats median under 50 ms).
 #
 # Knobs (environment):
@@ -44,8 +45,8 @@
 #   and scripts/bench.sh's own (BENCH_SECONDS, BENCH_WARMUP, BENCH_RATE…),
 #   passed through.
 # Installs Debian's jq when missing. Raw outputs (benchfill's log, each run's
-# bench results and report, the timings, table.txt) go to tmp/bench-growth/
-# (git-ignored): level-N/benchfill.log, level-N/<run>/ for each run (full-1,
+# bench results and report, the timings, io.txt, table.txt) go to
+# tmp/bench-growth/ (git-ignored): level-N/benchfill.log, level-N/<run>/ for each run (full-1,
 # empty-1, …; once for GROWTH_PAIRS=0 or level 0).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -133,8 +134,13 @@ run() {
   rurl=$(DATABASE_URL='' scripts/db.sh "$name" 2>/dev/null)
 
   say "level $level, $kind run $n: make bench's measurement on $name (log: tmp/bench-growth/level-$level/$kind-$n/bench.log)"
+  # The empty database is made anew inside bench.sh, its statistics from 0.
+  local before after
+  before=$(io_counters "$rurl" "$kind")
   BENCH_DATABASE="$name" BENCH_DATABASE_KEEP="$keep" BENCH_LEVELS="$conns" BENCH_SCALEOUT=0 BENCH_FLOOR="${BENCH_FLOOR:-0}" \
     scripts/bench.sh >"$dir/bench.log" 2>&1 || { tail -30 "$dir/bench.log" >&2; say "level $level: bench failed"; exit 1; }
+  after=$(io_counters "$rurl" full)
+  paste -d' ' <(tr ' ' '\n' <<<"$after") <(tr ' ' '\n' <<<"$before") | awk '{ printf "%s%d", (NR > 1 ? " " : ""), $1 - $2 } END { print "" }' >"$dir/io.txt"
   cp tmp/bench/results.json tmp/bench/report.txt "$dir/"
   cp tmp/bench/pgbench-single-before.log tmp/bench/pgbench-single-after.log "$dir/" 2>/dev/null || true
   sed -n '/^anchors/,/^targets/p' "$dir/report.txt" | sed '$d' >&2
@@ -181,6 +187,19 @@ run() {
   cat "$dir/reads.txt" >&2
 }
 
+# io_counters URL KIND: what a run costs the server, as cumulative counters:
+# the measured database's blocks read from outside shared_buffers and found
+# in them (pg_stat_database; zeros for KIND empty, a database not made
+# yet), and the whole server's WAL full-page images, WAL bytes and
+# checkpoints (pg_stat_wal, pg_stat_bgwriter; the run's pgbench anchors
+# write to the same WAL).
+io_counters() {
+  local db_counters="0, 0"
+  [[ "$2" == empty ]] || db_counters="blks_read, blks_hit"
+  "$psql" "$1" -tAF' ' -c "SELECT $db_counters, w.wal_fpi, w.wal_bytes, b.checkpoints_timed + b.checkpoints_req
+    FROM pg_stat_database d, pg_stat_wal w, pg_stat_bgwriter b WHERE d.datname = current_database()"
+}
+
 # ratio A B [PLACES]: A/B to two (or PLACES) decimals, 0 when B is 0.
 ratio() { awk -v a="$1" -v b="$2" -v p="${3:-2}" 'BEGIN { printf "%.*f", p, (b > 0 ? a / b : 0) }'; }
 verdict() { if awk "BEGIN { exit !($1) }"; then echo met; else echo "NOT met"; fi; }
@@ -203,6 +222,16 @@ pair_ratios() {
     rs+=("$(ratio "$f" "$e")")
   done
   echo "${rs[*]}"
+}
+
+# io_mean LEVEL KIND COLUMN [iec]: the mean of one io.txt column over the
+# level's runs of KIND (1 blocks read, 2 hit, 3 full-page images, 4 WAL
+# bytes, 5 checkpoints); "?" for runs saved without it.
+io_mean() {
+  local files=("$out/level-$1/$2"-*/io.txt) m
+  [[ -f "${files[0]}" ]] || { echo "?"; return; }
+  m=$(cat "${files[@]}" | awk -v c="$3" '{ s += $c; n++ } END { printf "%.0f", s / n }')
+  if [[ "${4:-}" == iec ]]; then numfmt --to=iec "$m"; else echo "$m"; fi
 }
 
 # table: the runs' saved rows as one table. With pairs, each level's mean
@@ -243,6 +272,8 @@ table() {
     for level in "${levels[@]}"; do
       ((level > 0)) || continue
       echo "level $level, each pair full/empty: ingest $(pair_ratios "$level" 2); end to end $(pair_ratios "$level" 3)"
+      echo "level $level, a run's mean cost, full/empty: blocks read outside shared_buffers $(io_mean "$level" full 1)/$(io_mean "$level" empty 1);" \
+        "server WAL full-page images $(io_mean "$level" full 3)/$(io_mean "$level" empty 3), WAL $(io_mean "$level" full 4 iec)/$(io_mean "$level" empty 4 iec), checkpoints $(io_mean "$level" full 5)/$(io_mean "$level" empty 5)"
     done
     vs="the empty database's"
   else
