@@ -22,10 +22,11 @@
 #
 # and prints one table: each level's mean ingest and end-to-end events/s, as
 # a ratio to the mean of the empty runs it alternated with (level 0: all the
-# empty runs), each pair's ratios, the /v1/ops/stats times and the
-# database's size, and what a run cost the server (blocks read from outside
-# shared_buffers, WAL full-page images, checkpoints), with the targets (at the last level: rates no more than
-# 10 % below the empty database's, /v1/ops/stats median under 50 ms).
+# empty runs), each pair's ratios, the /v1/ops/stats times, the database's
+# size and what a run cost the server (blocks read from outside
+# shared_buffers, WAL full-page images, checkpoints), with the targets (at
+# the last level: rates no more than 10 % below the empty database's,
+# /v1/ops/stats median under 50 ms).
 #
 # Knobs (environment):
 #   GROWTH_LEVELS (0,100000)   events held at each level, ascending; the
@@ -46,8 +47,8 @@
 #   passed through.
 # Installs Debian's jq when missing. Raw outputs (benchfill's log, each run's
 # bench results and report, the timings, io.txt, table.txt) go to
-# tmp/bench-growth/ (git-ignored): level-N/benchfill.log, level-N/<run>/ for each run (full-1,
-# empty-1, …; once for GROWTH_PAIRS=0 or level 0).
+# tmp/bench-growth/ (git-ignored): level-N/benchfill.log, level-N/<run>/
+# for each run (full-1, empty-1, …; once for GROWTH_PAIRS=0 or level 0).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
