@@ -136,12 +136,14 @@ run() {
 
   say "level $level, $kind run $n: make bench's measurement on $name (log: tmp/bench-growth/level-$level/$kind-$n/bench.log)"
   # The empty database is made anew inside bench.sh, its statistics from 0.
-  local before after
-  before=$(io_counters "$rurl" "$kind")
+  local before after fresh=""
+  [[ "$kind" == empty ]] && fresh=fresh
+  before=$(io_counters "$rurl" "$fresh")
   BENCH_DATABASE="$name" BENCH_DATABASE_KEEP="$keep" BENCH_LEVELS="$conns" BENCH_SCALEOUT=0 BENCH_FLOOR="${BENCH_FLOOR:-0}" \
     scripts/bench.sh >"$dir/bench.log" 2>&1 || { tail -30 "$dir/bench.log" >&2; say "level $level: bench failed"; exit 1; }
-  after=$(io_counters "$rurl" full)
-  paste -d' ' <(tr ' ' '\n' <<<"$after") <(tr ' ' '\n' <<<"$before") | awk '{ printf "%s%d", (NR > 1 ? " " : ""), $1 - $2 } END { print "" }' >"$dir/io.txt"
+  after=$(io_counters "$rurl")
+  awk -v a="$after" -v b="$before" 'BEGIN { n = split(a, x); split(b, y)
+    for (i = 1; i <= n; i++) printf "%s%d", (i > 1 ? " " : ""), x[i] - y[i]; print "" }' >"$dir/io.txt"
   cp tmp/bench/results.json tmp/bench/report.txt "$dir/"
   cp tmp/bench/pgbench-single-before.log tmp/bench/pgbench-single-after.log "$dir/" 2>/dev/null || true
   sed -n '/^anchors/,/^targets/p' "$dir/report.txt" | sed '$d' >&2
@@ -188,15 +190,15 @@ run() {
   cat "$dir/reads.txt" >&2
 }
 
-# io_counters URL KIND: what a run costs the server, as cumulative counters:
-# the measured database's blocks read from outside shared_buffers and found
-# in them (pg_stat_database; zeros for KIND empty, a database not made
-# yet), and the whole server's WAL full-page images, WAL bytes and
-# checkpoints (pg_stat_wal, pg_stat_bgwriter; the run's pgbench anchors
-# write to the same WAL).
+# io_counters URL [fresh]: what a run costs the server, as cumulative
+# counters: the measured database's blocks read from outside shared_buffers
+# and found in them (pg_stat_database; zeros with "fresh", for a database
+# about to be made anew), and the whole server's WAL full-page images, WAL
+# bytes and checkpoints (pg_stat_wal, pg_stat_bgwriter; the run's pgbench
+# anchors write to the same WAL).
 io_counters() {
-  local db_counters="0, 0"
-  [[ "$2" == empty ]] || db_counters="blks_read, blks_hit"
+  local db_counters="blks_read, blks_hit"
+  [[ "${2:-}" == fresh ]] && db_counters="0, 0"
   "$psql" "$1" -tAF' ' -c "SELECT $db_counters, w.wal_fpi, w.wal_bytes, b.checkpoints_timed + b.checkpoints_req
     FROM pg_stat_database d, pg_stat_wal w, pg_stat_bgwriter b WHERE d.datname = current_database()"
 }

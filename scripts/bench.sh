@@ -34,7 +34,7 @@
 #   BENCH_SCALEOUT=0              skips scale-out; BENCH_SCALEOUT_INSTANCES
 #                                 (1 2 4), BENCH_SCALEOUT_LEVELS (64,256),
 #                                 BENCH_SCALEOUT_SECONDS (6)
-#   BENCH_DATABASE_KEEP=1         uses paygate_bench as it is: no drop, no
+#   BENCH_DATABASE_KEEP=1         uses the database as it is: no drop, no
 #                                 truncate (a filled database, for growth runs)
 #   BENCH_DATABASE (paygate_bench)  the database measured (make bench-growth
 #                                 alternates a filled one and an empty one)

@@ -148,6 +148,7 @@ func New(cfg Config) *Sim {
 		txnIdx:   map[string]int{},
 		dropped:  map[string]bool{},
 		payoutOf: map[string]string{},
+		issued:   map[string]struct{}{},
 	}
 	if s.apiKey == "" {
 		s.apiKey = DefaultAPIKey
@@ -283,9 +284,6 @@ const idEpoch = 1342389380
 // do, so an index on them grows at its right edge; an id already issued is
 // drawn again.
 func (s *Sim) newID(prefix string) string {
-	if s.issued == nil {
-		s.issued = map[string]struct{}{}
-	}
 	secs := max(s.now.Unix()-idEpoch, 0)
 	for {
 		var b strings.Builder
