@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/paygate/paygate/delivery"
 	"github.com/paygate/paygate/jobs"
 )
 
@@ -30,8 +31,13 @@ type Config struct {
 	// or name:token (CheckTokens says which lists are valid).
 	OpsTokens     []string
 	FinanceTokens []string
-	Logger        *slog.Logger
-	Registry      *prometheus.Registry // served at /metrics; nil: a fresh one
+	// ConsumerTokens read the feed of messages, and only it.
+	ConsumerTokens []string
+	// Delivery keeps the endpoints and their deliveries; nil: the
+	// endpoint routes answer 503.
+	Delivery *delivery.Store
+	Logger   *slog.Logger
+	Registry *prometheus.Registry // served at /metrics; nil: a fresh one
 	// RiverUI mounts River's UI under /riverui behind the ops tokens; Start
 	// starts its background services.
 	RiverUI bool
@@ -70,7 +76,7 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 	if config.RequestTimeout <= 0 {
 		config.RequestTimeout = DefaultRequestTimeout
 	}
-	auth, err := newAuthenticator(config.OpsTokens, config.FinanceTokens)
+	auth, err := newAuthenticator(config.OpsTokens, config.FinanceTokens, config.ConsumerTokens)
 	if err != nil {
 		config.Logger.Error("role tokens refused: no /v1 caller is admitted", "error", err.Error())
 	}
@@ -98,6 +104,7 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 	v1.GET("/ops/stats", s.opsStats, opsOnly)
 	s.routes(v1)
 	s.refundRoutes(v1)
+	s.downstreamRoutes(v1)
 	s.opsRoutes(e, v1)
 	s.mountPprof(e)
 	return e, s
@@ -143,6 +150,11 @@ func observeRequests(logger *slog.Logger, reg prometheus.Registerer) echo.Middle
 func (s *Server) bounded(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		deadline := time.Now().Add(s.config.RequestTimeout)
+		if c.Path() == "/v1/feed" {
+			// A feed request may wait for messages (wait=, up to 30 s)
+			// before its work begins.
+			deadline = deadline.Add(feedMaxWait)
+		}
 		// Not every writer has a deadline (a test's recorder does not):
 		// the context's still holds.
 		_ = http.NewResponseController(c.Response()).SetWriteDeadline(deadline)

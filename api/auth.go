@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -19,6 +20,9 @@ type Role string
 const (
 	RoleOps     Role = "ops"
 	RoleFinance Role = "finance"
+	// RoleConsumer reads the feed of messages (GET /v1/feed), nothing else:
+	// the merchant's services that pull what happened.
+	RoleConsumer Role = "consumer"
 )
 
 // Caller is the authenticated client of a request.
@@ -48,17 +52,18 @@ var ErrTokenConfig = errors.New("invalid role tokens")
 var operatorName = regexp.MustCompile(`^[a-z0-9._-]+$`)
 
 // CheckTokens reports whether ops and finance (PAYGATE_OPS_TOKENS,
-// PAYGATE_FINANCE_TOKENS entries) are valid: each a bare token or
+// PAYGATE_FINANCE_TOKENS entries), and consumer, if given
+// (PAYGATE_CONSUMER_TOKENS), are valid: each a bare token or
 // name:token, a name of [a-z0-9._-]+ given once per role and always with
 // the same token (an operator with both roles lists it under both), and a
 // token under one identity only. It fails with ErrTokenConfig, naming the
 // entry but never a token.
-func CheckTokens(ops, finance []string) error {
-	_, err := parseTokens(ops, finance)
+func CheckTokens(ops, finance []string, consumer ...[]string) error {
+	_, err := parseTokens(ops, finance, slices.Concat(consumer...))
 	return err
 }
 
-func parseTokens(ops, finance []string) (*authenticator, error) {
+func parseTokens(ops, finance, consumer []string) (*authenticator, error) {
 	a := &authenticator{}
 	byName := map[string][32]byte{}
 	identityOf := map[[32]byte]string{}
@@ -112,6 +117,7 @@ func parseTokens(ops, finance []string) (*authenticator, error) {
 	}
 	add(ops, RoleOps, "PAYGATE_OPS_TOKENS")
 	add(finance, RoleFinance, "PAYGATE_FINANCE_TOKENS")
+	add(consumer, RoleConsumer, "PAYGATE_CONSUMER_TOKENS")
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -121,8 +127,8 @@ func parseTokens(ops, finance []string) (*authenticator, error) {
 // newAuthenticator builds the authenticator of ops and finance. Tokens that
 // CheckTokens refuses admit nobody: serve checks them before it starts, and
 // an API that guessed who is who would write the guess into the audit log.
-func newAuthenticator(ops, finance []string) (*authenticator, error) {
-	a, err := parseTokens(ops, finance)
+func newAuthenticator(ops, finance, consumer []string) (*authenticator, error) {
+	a, err := parseTokens(ops, finance, consumer)
 	if err != nil {
 		return &authenticator{}, err
 	}
@@ -203,7 +209,7 @@ type MeView struct {
 func (s *Server) me(c echo.Context) error {
 	caller := callerOf(c)
 	v := MeView{Identity: caller.Identity, Roles: []Role{}}
-	for _, r := range []Role{RoleOps, RoleFinance} {
+	for _, r := range []Role{RoleOps, RoleFinance, RoleConsumer} {
 		if caller.Roles[r] {
 			v.Roles = append(v.Roles, r)
 		}

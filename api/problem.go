@@ -9,8 +9,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/paygate/paygate/delivery"
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/outbox"
 	"github.com/paygate/paygate/reconcile"
 	"github.com/paygate/paygate/refund"
 	"github.com/paygate/paygate/webhook"
@@ -94,7 +96,23 @@ var problemTable = []problemType{
 	{errs: []error{refund.ErrUnsupportedProvider}, status: http.StatusUnprocessableEntity, slug: "refunds",
 		title: "Refunds not supported at this provider"},
 	{errs: []error{refund.ErrInvalidRequest}, status: http.StatusBadRequest, slug: "refunds", title: "Invalid refund request"},
+
+	{errs: []error{delivery.ErrEndpointNotFound}, status: http.StatusNotFound, slug: "endpoints", title: "Endpoint not found"},
+	{errs: []error{delivery.ErrDeliveryNotFound}, status: http.StatusNotFound, slug: "endpoints", title: "Delivery not found"},
+	{errs: []error{outbox.ErrNotFound}, status: http.StatusNotFound, slug: "messages", title: "Message not found"},
+	{errs: []error{delivery.ErrInvalidEndpoint, delivery.ErrInvalidURL}, status: http.StatusBadRequest, slug: "endpoints",
+		title: "Invalid endpoint"},
+	{errs: []error{delivery.ErrForbiddenURL}, status: http.StatusUnprocessableEntity, slug: "endpoints",
+		title: "Endpoint URL not allowed"},
+	{errs: []error{delivery.ErrInvalidCursor, outbox.ErrInvalidCursor}, status: http.StatusBadRequest, slug: "http-api",
+		title: "Bad request", detail: "cursor is not one this API handed out"},
+	{errs: []error{errDeliveryUnavailable}, status: http.StatusServiceUnavailable, slug: "endpoints",
+		title: "Delivery not available"},
 }
+
+// errDeliveryUnavailable answers the endpoint routes of a server built
+// without a delivery store.
+var errDeliveryUnavailable = errors.New("this server does not deliver messages")
 
 // internalProblem answers every error the table does not know: its text is
 // for the log, never for the client.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/shopspring/decimal"
@@ -36,21 +35,9 @@ type RefundBody struct {
 	Note string `json:"note"`
 }
 
-// RefundRequestView is a refund request as the API shows it.
-type RefundRequestView struct {
-	ID               string       `json:"id"`
-	PaymentID        string       `json:"payment_id"`
-	Amount           string       `json:"amount"`
-	Currency         string       `json:"currency"`
-	Reason           *string      `json:"reason"`
-	Note             *string      `json:"note"`
-	State            refund.State `json:"state"`
-	ProviderRefundID *string      `json:"provider_refund_id"`
-	FailureReason    *string      `json:"failure_reason"`
-	Actor            string       `json:"actor"`
-	CreatedAt        time.Time    `json:"created_at"`
-	UpdatedAt        time.Time    `json:"updated_at"`
-}
+// RefundRequestView is a refund request as the API shows it (and as the
+// messages of its settlement carry it).
+type RefundRequestView = refund.View
 
 // RefundRequestList is a payment's refund requests, oldest first.
 type RefundRequestList struct {
@@ -58,14 +45,7 @@ type RefundRequestList struct {
 }
 
 // NewRefundRequestView renders r.
-func NewRefundRequestView(r refund.Request) RefundRequestView {
-	return RefundRequestView{
-		ID: r.ID, PaymentID: r.PaymentID, Amount: ledger.Format(r.Amount, r.Currency), Currency: r.Currency,
-		Reason: nullable(r.Reason), Note: nullable(r.Note), State: r.State,
-		ProviderRefundID: nullable(r.ProviderRefundID), FailureReason: nullable(r.FailureReason),
-		Actor: r.Actor, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
-	}
-}
+func NewRefundRequestView(r refund.Request) RefundRequestView { return r.View() }
 
 func (s *Server) createRefund(c echo.Context) error {
 	var body RefundBody

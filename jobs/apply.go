@@ -14,6 +14,7 @@ import (
 
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/outbox"
 	"github.com/paygate/paygate/provider"
 	"github.com/paygate/paygate/refund"
 	"github.com/paygate/paygate/statemachine"
@@ -205,6 +206,10 @@ type batchWrites struct {
 	emails   []Email
 	statuses []inbox.StatusUpdate
 	refunds  []refund.Report
+	messages []outbox.Message
+	// at is the time of the batch's changes: the payments' updated_at and
+	// their messages' created_at.
+	at time.Time
 }
 
 func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], keys []inbox.Key, claims *claimSet) ([]error, error) {
@@ -221,7 +226,7 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 	}
 	var (
 		todo   []work
-		writes batchWrites
+		writes = batchWrites{at: time.Now()}
 		seen   = make(map[inbox.Key]bool, len(keys))
 	)
 	for i, k := range keys {
@@ -316,8 +321,22 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 	}
 	// The refund requests these reports settle, after their payments'
 	// locks (the order every writer of a request takes them in).
-	failed, err := refund.SettleTx(ctx, tx, writes.refunds)
+	settled, err := refund.SettleTx(ctx, tx, writes.refunds)
 	if err != nil {
+		return nil, err
+	}
+	var failed []refund.Request
+	for _, r := range settled {
+		if r.State == refund.StateFailed {
+			failed = append(failed, r)
+		}
+		m, err := outbox.RefundRequestMessage(r)
+		if err != nil {
+			return nil, err
+		}
+		writes.messages = append(writes.messages, m)
+	}
+	if err := outbox.WriteTx(ctx, tx, writes.messages); err != nil {
 		return nil, err
 	}
 	alerts, err := compensateTx(ctx, tx, a.opsEmail, failed, "provider")
@@ -410,6 +429,17 @@ func (a *applier) fold(ev inbox.Event, fx Effects, pa *paymentApply, posted map[
 	for i, f := range added {
 		pa.known[addedKeys[i]] = true
 		writes.facts = append(writes.facts, ledger.PaymentFact{PaymentID: p.ID, Fact: f})
+	}
+	if (previous == "" && len(all) > 0) || outbox.PaymentChanged(pa.payment.Summary, p.Summary) {
+		// Downstream learns of every change, once: an event that changes
+		// nothing (a duplicate, a fact already known) writes no message.
+		p.MessageSequence++
+		p.UpdatedAt = writes.at
+		m, err := outbox.PaymentMessage(p, previous)
+		if err != nil {
+			return err
+		}
+		writes.messages = append(writes.messages, m)
 	}
 	pa.facts, pa.payment = all, p
 	if previous != p.State {

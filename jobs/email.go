@@ -40,11 +40,16 @@ const (
 	// PAYGATE_OPS_EMAIL) once per reconciliation run that failed or
 	// completed with exceptions; ObjectID is the run's id.
 	EmailReconciliationAlert EmailKind = "reconciliation_alert"
+	// EmailEndpointDisabled goes to ops once per time an endpoint is
+	// disabled for failing (410, or failing for
+	// PAYGATE_DELIVERY_DISABLE_AFTER); ObjectID is
+	// "<endpoint id>/<Unix seconds of the disabling>".
+	EmailEndpointDisabled EmailKind = "endpoint_disabled"
 )
 
 // EmailKinds lists every kind.
 var EmailKinds = []EmailKind{EmailPaymentReceipt, EmailRefundConfirmation, EmailDisputeAlert, EmailPoisonAlert,
-	EmailRefundFailedAlert, EmailReconciliationAlert}
+	EmailRefundFailedAlert, EmailReconciliationAlert, EmailEndpointDisabled}
 
 // EmailStatus is where an outbox row stands.
 type EmailStatus string
@@ -98,6 +103,8 @@ type Email struct {
 	// (YYYY-MM-DD) and how it ended.
 	Date      string
 	RunStatus string
+	// EndpointID is a disabled endpoint's id.
+	EndpointID string
 }
 
 // emailData is Email's payload as stored in email_outbox.data.
@@ -111,6 +118,7 @@ type emailData struct {
 	EventType string `json:"event_type,omitempty"`
 	Date      string `json:"date,omitempty"`
 	RunStatus string `json:"run_status,omitempty"`
+	Endpoint  string `json:"endpoint_id,omitempty"`
 }
 
 var (
@@ -136,7 +144,7 @@ func (e Email) validate() error {
 		return fmt.Errorf("%w: currency %q is not a lowercase ISO code", ErrInvalidEmail, e.Currency)
 	case (e.Amount == "") != (e.Currency == ""):
 		return fmt.Errorf("%w: an amount goes with its currency", ErrInvalidEmail)
-	case e.Kind != EmailPoisonAlert && e.Kind != EmailReconciliationAlert && e.Amount == "":
+	case e.Kind != EmailPoisonAlert && e.Kind != EmailReconciliationAlert && e.Kind != EmailEndpointDisabled && e.Amount == "":
 		return fmt.Errorf("%w: %s without an amount", ErrInvalidEmail, e.Kind)
 	}
 	return nil
@@ -253,6 +261,7 @@ func EnqueueEmailsTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e
 		data, err := json.Marshal(emailData{
 			PaymentID: e.PaymentID, Amount: e.Amount, Currency: e.Currency, Reason: e.Reason,
 			Provider: e.Provider, EventID: e.EventID, EventType: e.EventType, Date: e.Date, RunStatus: e.RunStatus,
+			Endpoint: e.EndpointID,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("encode email %s %s: %w", e.Kind, e.ObjectID, err)

@@ -47,6 +47,7 @@ type emailView struct {
 	EventType string
 	Date      string // a reconciliation run's day
 	RunStatus string // how that run ended
+	Endpoint  string // a disabled endpoint's id
 	Ref       string // the Message-ID: quoting it lets support find the outbox row
 }
 
@@ -62,6 +63,7 @@ func renderEmail(kind EmailKind, objectID, messageID string, d emailData) (rende
 	v := emailView{
 		Kind: kind, ObjectID: objectID, PaymentID: d.PaymentID, Reason: d.Reason,
 		Provider: d.Provider, EventID: d.EventID, EventType: d.EventType, Date: d.Date, RunStatus: d.RunStatus, Ref: messageID,
+		Endpoint: d.Endpoint,
 	}
 	if d.Amount != "" {
 		v.Amount = FormatAmount(d.Amount, d.Currency)

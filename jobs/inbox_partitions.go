@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/paygate/paygate/inbox"
+	"github.com/paygate/paygate/outbox"
 )
 
 // InboxPartitionsArgs asks for the inbox's monthly partitions to be kept
@@ -36,8 +37,11 @@ type InboxPartitionsWorker struct {
 	// zero keeps them forever. A partition is dropped once its last day is
 	// older than this.
 	Retention time.Duration
-	Logger    *slog.Logger
-	Now       func() time.Time // for tests; default time.Now
+	// MessageRetention is how long outbox messages are kept
+	// (PAYGATE_MESSAGE_RETENTION); zero: outbox.DefaultRetention.
+	MessageRetention time.Duration
+	Logger           *slog.Logger
+	Now              func() time.Time // for tests; default time.Now
 }
 
 // Work implements river.Worker. A partition kept for its unresolved events
@@ -56,6 +60,9 @@ func (w *InboxPartitionsWorker) Work(ctx context.Context, job *river.Job[InboxPa
 		logger.Info("created inbox partition", "partition", name)
 	}
 	if err != nil {
+		return err
+	}
+	if err := w.messages(ctx, logger, now()); err != nil {
 		return err
 	}
 	if w.Retention <= 0 {
@@ -83,4 +90,34 @@ func inboxPartitionsPeriodic() *river.PeriodicJob {
 	return river.NewPeriodicJob(river.PeriodicInterval(24*time.Hour),
 		func() (river.JobArgs, *river.InsertOpts) { return InboxPartitionsArgs{}, nil },
 		&river.PeriodicJobOpts{ID: "inbox_partitions", RunOnStart: true})
+}
+
+// messages keeps the outbox's partitions: the coming months made, those
+// past the message retention dropped unless a delivery of theirs is
+// pending (logged: an endpoint failing or disabled holds them).
+func (w *InboxPartitionsWorker) messages(ctx context.Context, logger *slog.Logger, now time.Time) error {
+	created, err := outbox.EnsurePartitions(ctx, w.Pool, now)
+	for _, name := range created {
+		logger.Info("created message partition", "partition", name)
+	}
+	if err != nil {
+		return err
+	}
+	retention := w.MessageRetention
+	if retention <= 0 {
+		retention = outbox.DefaultRetention
+	}
+	dropped, err := outbox.DropExpired(ctx, w.Pool, now.Add(-retention))
+	for _, d := range dropped {
+		if d.Pending > 0 {
+			logger.Warn("message partition past the retention kept: deliveries of its messages are pending",
+				"partition", d.Partition, "pending_deliveries", d.Pending)
+			continue
+		}
+		logger.Info("dropped message partition past the retention", "partition", d.Partition, "messages", d.Messages)
+	}
+	if err != nil {
+		return fmt.Errorf("message retention: %w", err)
+	}
+	return nil
 }

@@ -145,8 +145,14 @@ type Config struct {
 	// PayloadRetention is how long inbox payloads are kept; zero keeps them
 	// forever (see InboxPartitionsWorker).
 	PayloadRetention time.Duration
+	// MessageRetention is how long outbox messages are kept
+	// (PAYGATE_MESSAGE_RETENTION); zero: outbox.DefaultRetention.
+	MessageRetention time.Duration
 	// Extra lets other packages register their workers and periodic jobs.
 	Register func(*river.Workers) []*river.PeriodicJob
+	// Queues are the queues of the workers Register adds, beside
+	// paygate's own.
+	Queues map[string]river.QueueConfig
 }
 
 func (c *Config) withDefaults() {
@@ -197,7 +203,8 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	}
 	river.AddWorker(workers, emailWorker)
 	river.AddWorker(workers, &IdempotencyPurgeWorker{Pool: pool})
-	river.AddWorker(workers, &InboxPartitionsWorker{Pool: pool, Retention: config.PayloadRetention, Logger: config.Logger})
+	river.AddWorker(workers, &InboxPartitionsWorker{Pool: pool, Retention: config.PayloadRetention,
+		MessageRetention: config.MessageRetention, Logger: config.Logger})
 	river.AddWorker(workers, &SubmitRefundWorker{pool: pool, refunders: config.Refunders,
 		opsEmail: config.Email.OpsEmail, logger: config.Logger, now: time.Now, callTimeout: config.RefundCallTimeout})
 	sweeper := newSweeper(pool, config)
@@ -229,6 +236,9 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 			QueueEvents:      {MaxWorkers: config.EventWorkers, FetchCooldown: eventsFetchCooldown},
 			QueueEmail:       {MaxWorkers: 5},
 			QueueMaintenance: {MaxWorkers: 2},
+		}
+		for name, q := range config.Queues {
+			rc.Queues[name] = q
 		}
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), rc)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/outbox"
 	"github.com/paygate/paygate/provider"
 	"github.com/paygate/paygate/refund"
 )
@@ -122,6 +123,13 @@ func (w *SubmitRefundWorker) fail(ctx context.Context, req refund.Request, reaso
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		failed, changed, err := refund.FailTx(ctx, tx, req.ID, reason)
 		if err != nil || !changed {
+			return err
+		}
+		msg, err := outbox.RefundRequestMessage(failed)
+		if err != nil {
+			return err
+		}
+		if err := outbox.WriteTx(ctx, tx, []outbox.Message{msg}); err != nil {
 			return err
 		}
 		rc, err := river.ClientFromContextSafely[pgx.Tx](ctx)

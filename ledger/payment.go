@@ -24,6 +24,10 @@ type Payment struct {
 	statemachine.Summary
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// MessageSequence counts the messages written of this payment's
+	// changes (outbox); kept on the payment, under its lock, so it is never
+	// counted twice and outlives the messages' retention.
+	MessageSequence int64
 }
 
 // HistoryEntry is one change of a payment's state.
@@ -38,13 +42,14 @@ type HistoryEntry struct {
 var ErrPaymentNotFound = errors.New("payment not found")
 
 const paymentColumns = `id, provider, coalesce(receipt_email, ''), receipt_email IS NOT NULL, status, currency,
-	amount::text, amount_captured::text, amount_refunded::text, amount_disputed::text, created_at, updated_at`
+	amount::text, amount_captured::text, amount_refunded::text, amount_disputed::text, created_at, updated_at,
+	message_sequence`
 
 func scanPayment(row pgx.Row) (Payment, error) {
 	var p Payment
 	var amounts [4]string
 	err := row.Scan(&p.ID, &p.Provider, &p.ReceiptEmail, &p.ReceiptEmailKnown, &p.State, &p.Currency,
-		&amounts[0], &amounts[1], &amounts[2], &amounts[3], &p.CreatedAt, &p.UpdatedAt)
+		&amounts[0], &amounts[1], &amounts[2], &amounts[3], &p.CreatedAt, &p.UpdatedAt, &p.MessageSequence)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Payment{}, ErrPaymentNotFound
 	}
@@ -310,6 +315,10 @@ func SavePaymentTx(ctx context.Context, tx pgx.Tx, p Payment, previous statemach
 // from deadlocking. Each must be in ps once: given twice it fails before
 // touching the database, since which of the two summaries should win is not
 // this function's to guess.
+//
+// Each payment's MessageSequence is stored as given, and its updated_at is
+// its UpdatedAt, or the transaction's time when that is zero: a payment
+// message carries the time of the change, and the API shows the same.
 func SavePaymentsTx(ctx context.Context, tx pgx.Tx, ps []Payment, changes []StateChange) error {
 	if len(ps) == 0 && len(changes) == 0 {
 		return nil
@@ -322,6 +331,8 @@ func SavePaymentsTx(ctx context.Context, tx pgx.Tx, ps []Payment, changes []Stat
 		amounts  = [4][]string{make([]string, n), make([]string, n), make([]string, n), make([]string, n)}
 		emails   = make([]string, n)
 		known    = make([]bool, n)
+		seqs     = make([]int64, n)
+		updated  = make([]*time.Time, n)
 		seen     = make(map[string]bool, n)
 	)
 	for i, p := range ps {
@@ -332,6 +343,10 @@ func SavePaymentsTx(ctx context.Context, tx pgx.Tx, ps []Payment, changes []Stat
 		ids[i], states[i], currency[i], emails[i], known[i] = p.ID, string(p.State), p.Currency, p.ReceiptEmail, p.ReceiptEmailKnown
 		amounts[0][i], amounts[1][i] = p.Amount.String(), p.AmountCaptured.String()
 		amounts[2][i], amounts[3][i] = p.AmountRefunded.String(), p.AmountDisputed.String()
+		seqs[i] = p.MessageSequence
+		if !p.UpdatedAt.IsZero() {
+			updated[i] = &p.UpdatedAt
+		}
 	}
 	var (
 		changed = make([]string, len(changes))
@@ -351,11 +366,12 @@ func SavePaymentsTx(ctx context.Context, tx pgx.Tx, ps []Payment, changes []Stat
 				amount_captured = u.captured::numeric, amount_refunded = u.refunded::numeric,
 				amount_disputed = u.disputed::numeric,
 				receipt_email = CASE WHEN u.email_known THEN coalesce(nullif(u.email, ''), p.receipt_email, '') ELSE p.receipt_email END,
-				updated_at = now()
-			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::boolean[])
-				AS u(id, status, currency, amount, captured, refunded, disputed, email, email_known)
+				updated_at = coalesce(u.updated_at, now()), message_sequence = u.message_sequence
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::boolean[],
+				$10::bigint[], $11::timestamptz[])
+				AS u(id, status, currency, amount, captured, refunded, disputed, email, email_known, message_sequence, updated_at)
 			WHERE p.id = u.id`,
-			ids, states, currency, amounts[0], amounts[1], amounts[2], amounts[3], emails, known)
+			ids, states, currency, amounts[0], amounts[1], amounts[2], amounts[3], emails, known, seqs, updated)
 	}
 	if len(changes) > 0 {
 		// In the order of changes, so history ids, which History reads by,

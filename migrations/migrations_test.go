@@ -62,6 +62,7 @@ var appendOnly = map[string]string{
 	"inbox_event_keys":     "SELECT,INSERT", // the dedupe key is kept forever
 	"reconciliation_items": "SELECT,INSERT",
 	"reconciliation_runs":  "SELECT,INSERT,UPDATE", // a run records its outcome once
+	"messages":             "SELECT,INSERT,UPDATE", // messages leave by whole partitions
 	"paygate_migrations":   "SELECT",               // readiness reads it; only migrate writes
 	"river_migration":      "SELECT",
 }

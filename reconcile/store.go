@@ -12,6 +12,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/outbox"
 )
 
 // Run is one reconciliation of one UTC day.
@@ -254,6 +255,9 @@ func complete(ctx context.Context, pool *pgxpool.Pool, runID int64, items []Item
 			WHERE id = $1`, runID, body); err != nil {
 			return fmt.Errorf("complete run %d: %w", runID, err)
 		}
+		if err := writeRunMessageTx(ctx, tx, runID, day, RunCompleted, report.Summary); err != nil {
+			return err
+		}
 		if exceptions := Exceptions(report.Summary); alert != nil && len(exceptions) > 0 {
 			a := Alert{RunID: runID, Date: utcDay(day), Status: RunCompleted, Exceptions: exceptions}
 			if err := alert(ctx, tx, a); err != nil {
@@ -262,6 +266,21 @@ func complete(ctx context.Context, pool *pgxpool.Pool, runID int64, items []Item
 		}
 		return nil
 	})
+}
+
+// writeRunMessageTx tells downstream, in the transaction that finishes it,
+// that run runID of day finished.
+func writeRunMessageTx(ctx context.Context, tx pgx.Tx, runID int64, day time.Time, status RunStatus, summary map[Status]int) error {
+	v := outbox.RunView{ID: runID, Provider: "stripe", Date: utcDay(day).Format(time.DateOnly), Status: string(status),
+		Summary: make(map[string]int, len(summary))}
+	for s, n := range summary {
+		v.Summary[string(s)] = n
+	}
+	msg, err := outbox.RunMessage(v, time.Now())
+	if err != nil {
+		return err
+	}
+	return outbox.WriteTx(ctx, tx, []outbox.Message{msg})
 }
 
 func utcDay(t time.Time) time.Time {
@@ -281,6 +300,9 @@ func fail(ctx context.Context, pool *pgxpool.Pool, runID int64, reason string, a
 			return nil
 		}
 		if err != nil {
+			return err
+		}
+		if err := writeRunMessageTx(ctx, tx, runID, day, RunFailed, nil); err != nil {
 			return err
 		}
 		if alert == nil {

@@ -69,6 +69,9 @@ type Request struct {
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 	SubmittedAt      *time.Time
+	// MessageSequence counts the messages written of this request's
+	// settlements (outbox): each settling statement adds one.
+	MessageSequence int64
 }
 
 // ProviderKey is the idempotency key the provider is called with for r:
@@ -78,13 +81,14 @@ func (r Request) ProviderKey() string { return "paygate-refund-" + r.ID }
 
 const columns = `id, payment_id, provider, amount, currency, coalesce(reason, ''), coalesce(note, ''), state,
 	coalesce(provider_refund_id, ''), coalesce(failure_reason, ''), actor, coalesce(idempotency_key, ''),
-	created_at, updated_at, submitted_at`
+	created_at, updated_at, submitted_at, message_sequence`
 
 func scan(row pgx.Row) (Request, error) {
 	var r Request
 	var state string
 	err := row.Scan(&r.ID, &r.PaymentID, &r.Provider, &r.Amount, &r.Currency, &r.Reason, &r.Note, &state,
-		&r.ProviderRefundID, &r.FailureReason, &r.Actor, &r.IdempotencyKey, &r.CreatedAt, &r.UpdatedAt, &r.SubmittedAt)
+		&r.ProviderRefundID, &r.FailureReason, &r.Actor, &r.IdempotencyKey, &r.CreatedAt, &r.UpdatedAt, &r.SubmittedAt,
+		&r.MessageSequence)
 	r.State = State(state)
 	return r, err
 }
@@ -280,7 +284,8 @@ func MarkSubmittedTx(ctx context.Context, tx pgx.Tx, id, providerRefundID string
 // alert, an audit entry) in the same tx.
 func FailTx(ctx context.Context, tx pgx.Tx, id, reason string) (r Request, failed bool, err error) {
 	r, err = scan(tx.QueryRow(ctx, `
-		UPDATE refund_requests SET state = 'failed', failure_reason = $2, updated_at = now()
+		UPDATE refund_requests SET state = 'failed', failure_reason = $2, updated_at = now(),
+		    message_sequence = message_sequence + 1
 		WHERE id = $1 AND state IN ('requested', 'submitted')
 		RETURNING `+columns, id, reason))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -309,31 +314,32 @@ type Report struct {
 // ever naming a refund (a key window passed, yet the refund was made); a
 // failure settles a request not failed yet, a succeeded one included (a
 // refund can fail days after succeeding), and is final, whatever order the
-// reports arrive in. It returns the requests this call failed, for the
-// caller to compensate.
-func SettleTx(ctx context.Context, tx pgx.Tx, reports []Report) (failed []Request, err error) {
+// reports arrive in. It returns every request this call settled, as it
+// now stands, each settlement counted in its MessageSequence: the caller
+// compensates the failed ones and tells downstream of all of them.
+func SettleTx(ctx context.Context, tx pgx.Tx, reports []Report) (settled []Request, err error) {
 	for _, rep := range reports {
+		var rows pgx.Rows
 		if rep.Succeeded {
-			_, err := tx.Exec(ctx, `
+			rows, err = tx.Query(ctx, `
 				UPDATE refund_requests SET state = 'succeeded',
-				    provider_refund_id = coalesce(provider_refund_id, $3), updated_at = now()
+				    provider_refund_id = coalesce(provider_refund_id, $3), updated_at = now(),
+				    message_sequence = message_sequence + 1
 				WHERE provider = $1 AND (id = $2 OR provider_refund_id = $3)
-				  AND (state IN ('requested', 'submitted') OR (state = 'failed' AND provider_refund_id IS NULL))`,
-				rep.Provider, rep.Reference, rep.ProviderRefundID)
-			if err != nil {
-				return nil, fmt.Errorf("settle refund %s: %w", rep.ProviderRefundID, err)
+				  AND (state IN ('requested', 'submitted') OR (state = 'failed' AND provider_refund_id IS NULL))
+				RETURNING `+columns, rep.Provider, rep.Reference, rep.ProviderRefundID)
+		} else {
+			reason := rep.FailureReason
+			if reason == "" {
+				reason = "the provider reported the refund failed"
 			}
-			continue
+			rows, err = tx.Query(ctx, `
+				UPDATE refund_requests SET state = 'failed', failure_reason = $4,
+				    provider_refund_id = coalesce(provider_refund_id, $3), updated_at = now(),
+				    message_sequence = message_sequence + 1
+				WHERE provider = $1 AND (id = $2 OR provider_refund_id = $3) AND state <> 'failed'
+				RETURNING `+columns, rep.Provider, rep.Reference, rep.ProviderRefundID, reason)
 		}
-		reason := rep.FailureReason
-		if reason == "" {
-			reason = "the provider reported the refund failed"
-		}
-		rows, err := tx.Query(ctx, `
-			UPDATE refund_requests SET state = 'failed', failure_reason = $4,
-			    provider_refund_id = coalesce(provider_refund_id, $3), updated_at = now()
-			WHERE provider = $1 AND (id = $2 OR provider_refund_id = $3) AND state <> 'failed'
-			RETURNING `+columns, rep.Provider, rep.Reference, rep.ProviderRefundID, reason)
 		if err != nil {
 			return nil, fmt.Errorf("settle refund %s: %w", rep.ProviderRefundID, err)
 		}
@@ -341,7 +347,7 @@ func SettleTx(ctx context.Context, tx pgx.Tx, reports []Report) (failed []Reques
 		if err != nil {
 			return nil, fmt.Errorf("settle refund %s: %w", rep.ProviderRefundID, err)
 		}
-		failed = append(failed, got...)
+		settled = append(settled, got...)
 	}
-	return failed, nil
+	return settled, nil
 }

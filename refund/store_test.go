@@ -126,12 +126,18 @@ func TestConcurrentRequestsNeverOverRefund(t *testing.T) {
 
 func settle(t *testing.T, pool *pgxpool.Pool, reps ...refund.Report) []refund.Request {
 	t.Helper()
-	var failed []refund.Request
+	var settled []refund.Request
 	require.NoError(t, pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
 		var err error
-		failed, err = refund.SettleTx(context.Background(), tx, reps)
+		settled, err = refund.SettleTx(context.Background(), tx, reps)
 		return err
 	}))
+	var failed []refund.Request
+	for _, r := range settled {
+		if r.State == refund.StateFailed {
+			failed = append(failed, r)
+		}
+	}
 	return failed
 }
 

@@ -21,6 +21,9 @@ export PAYGATE_ADYEN_BASIC_AUTH="${PAYGATE_ADYEN_BASIC_AUTH-adyen:dev-adyen-pass
 export PAYGATE_STANDARD_WEBHOOK_SOURCES="${PAYGATE_STANDARD_WEBHOOK_SOURCES:-polar=whsec_cGF5Z2F0ZSBkZXZlbG9wbWVudCBzZWNyZXQ=}"
 export PAYGATE_OPS_TOKENS="${PAYGATE_OPS_TOKENS:-dev-ops-token}"
 export PAYGATE_FINANCE_TOKENS="${PAYGATE_FINANCE_TOKENS:-dev-finance-token}"
+export PAYGATE_CONSUMER_TOKENS="${PAYGATE_CONSUMER_TOKENS:-dev-consumer-token}"
+# Endpoints on this machine (http://127.0.0.1:…) receive messages.
+export PAYGATE_DELIVERY_ALLOW_PRIVATE="${PAYGATE_DELIVERY_ALLOW_PRIVATE:-true}"
 [[ -x scripts/dev-services.sh ]] && source scripts/dev-services.sh
 
 bin/paygate migrate
@@ -45,6 +48,12 @@ Send a signed test event (paste into another shell):
   t=\$(date +%s); sig=\$(printf '%s.%s' "\$t" "\$payload" | openssl dgst -sha256 -hmac '$secret' | sed 's/^.* //')
   curl -s -X POST http://$PAYGATE_ADDR/webhooks/stripe -H "Stripe-Signature: t=\$t,v1=\$sig" -H 'Content-Type: application/json' --data-raw "\$payload"; echo
   curl -s -H 'Authorization: Bearer $ops' http://$PAYGATE_ADDR/v1/ops/stats
+
+Receive messages at a local endpoint (README, "Downstream"; its consumer.go listens on :9000):
+
+  curl -s -X POST http://$PAYGATE_ADDR/v1/endpoints -H 'Authorization: Bearer $ops' -H "Idempotency-Key: endpoint-\$RANDOM" \
+    -H 'Content-Type: application/json' -d '{"url":"http://127.0.0.1:9000/paygate","event_types":["*"]}'
+  curl -s -H 'Authorization: Bearer ${PAYGATE_CONSUMER_TOKENS%%,*}' 'http://$PAYGATE_ADDR/v1/feed?wait=5s'
 
 MSG
 exec bin/paygate serve

@@ -43,3 +43,9 @@ const (
 	// of the empty fact set.
 	StateProcessing State = "processing"
 )
+
+// States lists every state, in precedence order.
+var States = []State{
+	StateDisputeLost, StateDisputed, StateRefunded, StatePartiallyRefunded, StateSucceeded,
+	StateCanceled, StateRequiresCapture, StateFailed, StateProcessing,
+}

@@ -27,12 +27,16 @@ var fillTables = []string{
 	"inbox_attempts",
 }
 
-// steadyTables are the tables a sample may write to that do not grow per
-// event: River's own, the migrations' record, the counts the triggers keep.
+// steadyTables are the tables a sample may write to that do not grow with
+// a year of events: River's own, the migrations' record, the counts the
+// triggers keep, and the outbox's messages, which are kept
+// PAYGATE_MESSAGE_RETENTION (30 days), not a year, and leave by whole
+// months; with their sequencer's and relays' places.
 var steadyTables = map[string]bool{
 	"river_job": true, "river_leader": true, "river_migration": true, "river_queue": true,
 	"river_notification": true, "river_client": true, "river_client_queue": true,
 	"paygate_migrations": true, "inbox_status_counts": true,
+	"messages": true, "message_sequencer": true, "message_relays": true,
 }
 
 // generated are the columns the database fills itself (identities and the

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/delivery"
 	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/outbox"
 	"github.com/paygate/paygate/provider/adyen"
 	"github.com/paygate/paygate/provider/stdwebhooks"
 	"github.com/paygate/paygate/webhook"
@@ -36,6 +38,13 @@ type config struct {
 	ShutdownTimeout    time.Duration
 	RefundTimeout      time.Duration
 	PayloadRetention   time.Duration // zero: forever
+	ConsumerTokens     []string
+	// Downstream: messages and their delivery.
+	MessageRetention     time.Duration
+	DeliveryAllowPrivate bool
+	DeliveryTimeout      time.Duration
+	DeliverySchedule     []time.Duration
+	DeliveryDisableAfter time.Duration
 }
 
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/paygate?sslmode=disable"
@@ -49,6 +58,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		StripeAPIURL:       strings.TrimRight(or(getenv("PAYGATE_STRIPE_API_URL"), "https://api.stripe.com"), "/"),
 		OpsTokens:          list(getenv("PAYGATE_OPS_TOKENS")),
 		FinanceTokens:      list(getenv("PAYGATE_FINANCE_TOKENS")),
+		ConsumerTokens:     list(getenv("PAYGATE_CONSUMER_TOKENS")),
 		ProcessMaxAttempts: jobs.DefaultProcessMaxAttempts,
 		MaxBodyBytes:       webhook.DefaultMaxBodyBytes,
 		SMTPURL:            getenv("PAYGATE_SMTP_URL"),
@@ -58,8 +68,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 		ReconcileAt:        or(getenv("PAYGATE_RECONCILE_AT"), "0 2 * * *"),
 		ShutdownTimeout:    20 * time.Second,
 	}
-	err := api.CheckTokens(c.OpsTokens, c.FinanceTokens)
+	err := api.CheckTokens(c.OpsTokens, c.FinanceTokens, c.ConsumerTokens)
 	if err != nil {
+		return c, err
+	}
+	if err := c.loadDownstream(getenv); err != nil {
 		return c, err
 	}
 	if v := getenv("PAYGATE_PROCESS_MAX_ATTEMPTS"); v != "" {
@@ -125,6 +138,51 @@ func payloadRetention(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("PAYGATE_PAYLOAD_RETENTION must be forever or a number of days from 30d, such as 400d, got %q", v)
 	}
 	return time.Duration(n) * 24 * time.Hour, nil
+}
+
+// loadDownstream reads the configuration of messages and their delivery.
+func (c *config) loadDownstream(getenv func(string) string) error {
+	c.MessageRetention = outbox.DefaultRetention
+	if v := getenv("PAYGATE_MESSAGE_RETENTION"); v != "" {
+		days, ok := strings.CutSuffix(v, "d")
+		n, err := strconv.Atoi(days)
+		if !ok || err != nil || n < 1 || n > 3650 {
+			return fmt.Errorf("PAYGATE_MESSAGE_RETENTION must be a number of days from 1d, such as 30d, got %q", v)
+		}
+		c.MessageRetention = time.Duration(n) * 24 * time.Hour
+	}
+	switch v := getenv("PAYGATE_DELIVERY_ALLOW_PRIVATE"); v {
+	case "", "false":
+	case "true":
+		c.DeliveryAllowPrivate = true
+	default:
+		return fmt.Errorf("PAYGATE_DELIVERY_ALLOW_PRIVATE must be true or false, got %q", v)
+	}
+	c.DeliveryTimeout = delivery.DefaultTimeout
+	if v := getenv("PAYGATE_DELIVERY_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 100*time.Millisecond || d > time.Minute {
+			return fmt.Errorf("PAYGATE_DELIVERY_TIMEOUT must be a duration from 100ms to 1m, such as 15s, got %q", v)
+		}
+		c.DeliveryTimeout = d
+	}
+	c.DeliverySchedule = delivery.DefaultSchedule
+	if v := getenv("PAYGATE_DELIVERY_RETRY_SCHEDULE"); v != "" {
+		sched, err := delivery.ParseSchedule(v)
+		if err != nil {
+			return fmt.Errorf("PAYGATE_DELIVERY_RETRY_SCHEDULE: %w", err)
+		}
+		c.DeliverySchedule = sched
+	}
+	c.DeliveryDisableAfter = delivery.DefaultDisableAfter
+	if v := getenv("PAYGATE_DELIVERY_DISABLE_AFTER"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return fmt.Errorf("PAYGATE_DELIVERY_DISABLE_AFTER must be a duration of at least 1s, such as 120h, got %q", v)
+		}
+		c.DeliveryDisableAfter = d
+	}
+	return nil
 }
 
 func or(v, def string) string {

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/paygate/paygate/internal/outbuf"
 	"github.com/paygate/paygate/internal/stripemock"
 	"github.com/paygate/paygate/internal/testdb"
 )
@@ -99,4 +103,73 @@ func TestReadmeQuickstarts(t *testing.T) {
 	require.Contains(t, out, `"date": "2026-11-28"`)
 	require.Contains(t, out, "provider_txn_id", "the CSV's header")
 	require.NotContains(t, out, `"status": 404`)
+}
+
+// readmeGo is the README's Go example that contains marker.
+func readmeGo(t *testing.T, marker string) string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	for _, m := range regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
+		if strings.Contains(m[1], marker) {
+			return m[1]
+		}
+	}
+	t.Fatalf("README has no go example with %q", marker)
+	return ""
+}
+
+// TestReadmeDownstream runs the README's downstream examples as written:
+// an endpoint registered with its curl command, the Go consumer built from
+// its source and run with the secret the registration answered, a signed
+// event sent, the consumer verifying and applying the message, and the
+// feed read with the consumer token.
+func TestReadmeDownstream(t *testing.T) {
+	t.Parallel()
+	_, dbURL := testdb.NewWithURL(t)
+	var env []string
+	for k, v := range devDefaults(t) {
+		env = append(env, k+"="+v)
+	}
+	srv := startServer(t, dbURL, env...)
+	consumerAddr := freeAddr(t)
+	run := func(marker string) string {
+		t.Helper()
+		script := readmeBlock(t, marker)
+		script = strings.ReplaceAll(script, "127.0.0.1:8080", srv.addr)
+		script = strings.ReplaceAll(script, "127.0.0.1:9000", consumerAddr)
+		out, err := exec.Command("bash", "-euo", "pipefail", "-c", script).CombinedOutput()
+		require.NoError(t, err, "README example %q:\n%s", marker, out)
+		return string(out)
+	}
+
+	dir := t.TempDir()
+	src := strings.ReplaceAll(readmeGo(t, "PAYGATE_ENDPOINT_SECRET"), "127.0.0.1:9000", consumerAddr)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "consumer.go"), []byte(src), 0o600))
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "consumer"), "consumer.go")
+	build.Dir = dir
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "the README's consumer.go builds:\n%s", out)
+
+	var endpoint struct {
+		ID     string `json:"id"`
+		Secret string `json:"secret"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(run("endpoint-orders-1")), &endpoint))
+	require.True(t, strings.HasPrefix(endpoint.Secret, "whsec_"), "the registration answers the secret")
+
+	logs := &outbuf.Buffer{}
+	consumer := exec.Command(filepath.Join(dir, "consumer"))
+	consumer.Env = append(os.Environ(), "PAYGATE_ENDPOINT_SECRET="+endpoint.Secret)
+	consumer.Stdout, consumer.Stderr = logs, logs
+	require.NoError(t, consumer.Start())
+	t.Cleanup(func() { _ = consumer.Process.Kill(); _ = consumer.Wait() })
+
+	run("/webhooks/stripe -H")
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "payment pi_test_1 is succeeded") },
+		30*time.Second, 100*time.Millisecond, "the consumer verified and applied the message:\n%s", logs)
+
+	out2 := run("/v1/feed?limit=10")
+	require.Contains(t, out2, `"type":"payment.succeeded"`)
+	require.Contains(t, out2, `"next_cursor":"pos_`)
 }

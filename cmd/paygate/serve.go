@@ -13,9 +13,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/riverqueue/river"
 
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/console"
+	"github.com/paygate/paygate/delivery"
 	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/provider"
 	"github.com/paygate/paygate/provider/adyen"
@@ -41,16 +43,34 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	guard := delivery.GuardConfig{AllowPrivate: cfg.DeliveryAllowPrivate}
+	dispatcher := delivery.NewDispatcher(delivery.DispatcherConfig{
+		Pool:         pool,
+		Sender:       delivery.NewSender(delivery.SenderConfig{Guard: guard, Timeout: cfg.DeliveryTimeout}),
+		Schedule:     cfg.DeliverySchedule,
+		DisableAfter: cfg.DeliveryDisableAfter,
+		OpsEmail:     cfg.OpsEmail,
+		Logger:       logger,
+		Metrics:      delivery.NewMetrics(pool, registry, logger),
+	})
+	if cfg.DeliveryAllowPrivate {
+		logger.Warn("PAYGATE_DELIVERY_ALLOW_PRIVATE is true: endpoints may use http and private addresses (development only)")
+	}
 	jobClient, err = jobs.NewClient(pool, jobs.Config{
 		Logger:             logger,
 		ProcessMaxAttempts: cfg.ProcessMaxAttempts,
 		Email:              jobs.EmailConfig{SMTPURL: cfg.SMTPURL, From: cfg.EmailFrom, OpsEmail: cfg.OpsEmail, FinanceEmail: cfg.FinanceEmail},
-		Register:           reconcileHook,
-		Refunders:          refunders(cfg, logger),
-		RefundCallTimeout:  cfg.RefundTimeout,
-		PayloadRetention:   cfg.PayloadRetention,
-		Registerer:         registry,
-		IngestPressure:     func() bool { return ingestPressure != nil && ingestPressure() },
+		Register: func(w *river.Workers) []*river.PeriodicJob {
+			river.AddWorker(w, &delivery.DeliverWorker{Dispatcher: dispatcher})
+			return reconcileHook(w)
+		},
+		Queues:            map[string]river.QueueConfig{delivery.QueueDelivery: {MaxWorkers: deliveryWorkers}},
+		MessageRetention:  cfg.MessageRetention,
+		Refunders:         refunders(cfg, logger),
+		RefundCallTimeout: cfg.RefundTimeout,
+		PayloadRetention:  cfg.PayloadRetention,
+		Registerer:        registry,
+		IngestPressure:    func() bool { return ingestPressure != nil && ingestPressure() },
 	})
 	if err != nil {
 		return err
@@ -61,13 +81,15 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 
 	e, apiServer := api.NewEcho(api.Config{
-		Pool:          pool,
-		Jobs:          jobClient,
-		OpsTokens:     cfg.OpsTokens,
-		FinanceTokens: cfg.FinanceTokens,
-		Logger:        logger,
-		Registry:      registry,
-		RiverUI:       true,
+		Pool:           pool,
+		Jobs:           jobClient,
+		OpsTokens:      cfg.OpsTokens,
+		FinanceTokens:  cfg.FinanceTokens,
+		ConsumerTokens: cfg.ConsumerTokens,
+		Delivery:       delivery.NewStore(pool, guard),
+		Logger:         logger,
+		Registry:       registry,
+		RiverUI:        true,
 		// A run the server cannot perform is refused when asked for.
 		ReconcileUnavailable: reconcileUnavailable(cfg),
 	})
@@ -107,7 +129,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		Handler:           e,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
+		WriteTimeout:      60 * time.Second, // GET /v1/feed may wait 30 s for a message
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
@@ -124,6 +146,13 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		ln.Close()
 		return fmt.Errorf("start workers: %w", err)
 	}
+	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+	relayDone := make(chan struct{})
+	go func() {
+		defer close(relayDone)
+		delivery.NewRelay(delivery.RelayConfig{Pool: pool, River: jobClient.River, Logger: logger}).Run(relayCtx)
+	}()
+	defer func() { stopRelay(); <-relayDone }()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	logger.Info("paygate serving", "addr", ln.Addr().String())
@@ -148,6 +177,11 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	logger.Info("stopped")
 	return nil
 }
+
+// deliveryWorkers is how many endpoints are sent to at once per instance:
+// a dispatcher is one endpoint's, so a hanging endpoint holds one worker,
+// never another endpoint's.
+const deliveryWorkers = 32
 
 func stopWorkers(c *jobs.Client, timeout time.Duration, logger *slog.Logger) {
 	soft, cancel := context.WithTimeout(context.Background(), timeout/2)

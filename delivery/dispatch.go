@@ -1,0 +1,367 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/paygate/paygate/jobs"
+)
+
+// DefaultSchedule is the wait before each retry of a failed attempt
+// (Svix's and Standard Webhooks' schedule: the last try about 27 h after
+// the first); PAYGATE_DELIVERY_RETRY_SCHEDULE replaces it.
+var DefaultSchedule = []time.Duration{
+	5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour,
+}
+
+// DefaultDisableAfter is how long an endpoint may fail every attempt
+// before it is disabled (Svix's 120 h).
+const DefaultDisableAfter = 120 * time.Hour
+
+// DefaultMaxInFlight bounds the messages being sent to one endpoint at
+// once, across instances: a slow endpoint ties up this many, never more.
+const DefaultMaxInFlight = 16
+
+// maxRetryAfterHonoured is the longest Retry-After a 429 or 503 may ask
+// for; a longer one is taken as the schedule's delay.
+const maxRetryAfterHonoured = time.Hour
+
+// ParseSchedule reads a comma-separated list of Go durations
+// ("5s,5m,30m,2h"), each positive.
+func ParseSchedule(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, part := range strings.Split(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("retry schedule %q: %q is not a positive duration such as 5s or 2h", s, part)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// jitter spreads d by ±20 %, so endpoints that failed together are not
+// retried in one burst.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// DispatcherConfig configures a Dispatcher.
+type DispatcherConfig struct {
+	Pool   *pgxpool.Pool
+	Sender *Sender
+	// Schedule, DisableAfter and MaxInFlight default to DefaultSchedule,
+	// DefaultDisableAfter and DefaultMaxInFlight.
+	Schedule     []time.Duration
+	DisableAfter time.Duration
+	MaxInFlight  int
+	// OpsEmail gets the endpoint_disabled emails.
+	OpsEmail string
+	Logger   *slog.Logger
+	Metrics  *Metrics // nil: none
+	// Jitter spreads a delay; default ±20 %. Tests make it exact.
+	Jitter func(time.Duration) time.Duration
+}
+
+// Dispatcher sends an endpoint's due messages: it claims them (at most
+// MaxInFlight at a time per endpoint, each message after the earlier
+// messages of its object), sends them in parallel, and records every
+// outcome with the next attempt in one transaction.
+type Dispatcher struct {
+	config DispatcherConfig
+}
+
+// NewDispatcher returns a dispatcher.
+func NewDispatcher(config DispatcherConfig) *Dispatcher {
+	if len(config.Schedule) == 0 {
+		config.Schedule = DefaultSchedule
+	}
+	if config.DisableAfter <= 0 {
+		config.DisableAfter = DefaultDisableAfter
+	}
+	if config.MaxInFlight <= 0 {
+		config.MaxInFlight = DefaultMaxInFlight
+	}
+	if config.Logger == nil {
+		config.Logger = slog.New(slog.DiscardHandler)
+	}
+	if config.Jitter == nil {
+		config.Jitter = jitter
+	}
+	return &Dispatcher{config: config}
+}
+
+// claimed is one delivery a dispatcher holds while it sends it.
+type claimed struct {
+	messageID      string
+	aggregate      string
+	attempts       int
+	seriesAttempts int
+	trigger        string
+	body           []byte
+}
+
+// Timeout is the longest one attempt takes.
+func (s *Sender) Timeout() time.Duration { return s.timeout }
+
+// lease is how long a claim holds: longer than an attempt can take, so
+// only a crashed sender's claims expire, and then its messages go again.
+func (d *Dispatcher) lease() time.Duration { return d.config.Sender.Timeout() + 30*time.Second }
+
+// Dispatch sends endpoint endpointID's due messages until none is left or
+// ctx is nearly done, and returns how many attempts it made. rc enqueues
+// the ops email of an endpoint it disables.
+func (d *Dispatcher) Dispatch(ctx context.Context, rc *river.Client[pgx.Tx], endpointID string) (int, error) {
+	attempts := 0
+	for {
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d.config.Sender.Timeout()+5*time.Second {
+			return attempts, nil // the next job goes on
+		}
+		e, batch, err := d.claim(ctx, endpointID)
+		if err != nil || len(batch) == 0 {
+			return attempts, err
+		}
+		results := d.send(ctx, e, batch)
+		if err := d.record(context.WithoutCancel(ctx), rc, e, batch, results); err != nil {
+			return attempts, err
+		}
+		attempts += len(batch)
+	}
+}
+
+// claim takes up to the endpoint's free in-flight slots of its due
+// messages, each the earliest pending of its object there, under the
+// endpoint's row lock, and reads their bodies.
+func (d *Dispatcher) claim(ctx context.Context, endpointID string) (Endpoint, []claimed, error) {
+	var (
+		e     Endpoint
+		batch []claimed
+	)
+	err := pgx.BeginFunc(ctx, d.config.Pool, func(tx pgx.Tx) error {
+		var err error
+		e, err = scanEndpoint(tx.QueryRow(ctx, `SELECT `+endpointColumns+` FROM endpoints WHERE id = $1 FOR UPDATE`, endpointID))
+		if errors.Is(err, ErrEndpointNotFound) || (err == nil && e.Status != StatusEnabled) {
+			return nil // deleted or disabled meanwhile: nothing to send
+		}
+		if err != nil {
+			return err
+		}
+		var inFlight int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM deliveries
+			WHERE endpoint_id = $1 AND status = 'pending' AND claimed_until > now()`, endpointID).Scan(&inFlight); err != nil {
+			return err
+		}
+		free := d.config.MaxInFlight - inFlight
+		if free <= 0 {
+			return nil
+		}
+		rows, err := tx.Query(ctx, `
+			WITH due AS (
+				SELECT d.message_id FROM deliveries d
+				WHERE d.endpoint_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= now()
+				  AND (d.claimed_until IS NULL OR d.claimed_until <= now())
+				  AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = d.endpoint_id
+				                  AND p.aggregate = d.aggregate AND p.status = 'pending' AND p.sequence < d.sequence)
+				ORDER BY d.next_attempt_at, d.position LIMIT $2
+			)
+			UPDATE deliveries d SET claimed_until = now() + make_interval(secs => $3)
+			FROM due, messages m
+			WHERE d.endpoint_id = $1 AND d.message_id = due.message_id
+			  AND m.id = d.message_id AND m.created_at = d.message_created_at
+			RETURNING d.message_id, d.aggregate, d.attempts, d.series_attempts, d.series_trigger, m.body`,
+			endpointID, free, d.lease().Seconds())
+		if err != nil {
+			return err
+		}
+		batch, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
+			var c claimed
+			err := row.Scan(&c.messageID, &c.aggregate, &c.attempts, &c.seriesAttempts, &c.trigger, &c.body)
+			return c, err
+		})
+		return err
+	})
+	if err != nil {
+		return Endpoint{}, nil, fmt.Errorf("claim deliveries of %s: %w", endpointID, err)
+	}
+	return e, batch, nil
+}
+
+// send makes one attempt of each claimed message, in parallel.
+func (d *Dispatcher) send(ctx context.Context, e Endpoint, batch []claimed) []Result {
+	results := make([]Result, len(batch))
+	var wg sync.WaitGroup
+	for i, c := range batch {
+		wg.Go(func() {
+			now := time.Now()
+			results[i] = d.config.Sender.Send(ctx, Request{
+				URL: e.URL, MessageID: c.messageID, Body: c.body, Secrets: e.SigningSecrets(now), Now: now,
+			})
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// record writes, in one transaction, every attempt of batch with what
+// comes next: the delivery settled, or its next attempt scheduled; the
+// next message of an object released once its predecessor settled; the
+// endpoint's health, disabled at a 410 or after failing for DisableAfter,
+// with ops told by email.
+func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e Endpoint, batch []claimed, results []Result) error {
+	now := time.Now()
+	n := len(batch)
+	var (
+		ids, statuses, errs, bodies, triggers = make([]string, n), make([]string, n), make([]*string, n), make([]*string, n), make([]string, n)
+		attempts, series, durations           = make([]int32, n), make([]int32, n), make([]int32, n)
+		codes                                 = make([]*int32, n)
+		next                                  = make([]time.Time, n)
+		at                                    = make([]time.Time, n)
+		settled                               []string
+		anySuccess, anyFailure, gone          bool
+	)
+	for i, c := range batch {
+		r := results[i]
+		ids[i], triggers[i], attempts[i], series[i] = c.messageID, c.trigger, int32(c.attempts+1), int32(c.seriesAttempts+1)
+		durations[i], at[i], bodies[i] = int32(r.Duration.Milliseconds()), now.Add(-r.Duration), nullable(r.Body)
+		if r.Status != 0 {
+			code := int32(r.Status)
+			codes[i] = &code
+		}
+		switch {
+		case r.Succeeded():
+			statuses[i], next[i] = string(DeliverySucceeded), now
+			settled = append(settled, c.aggregate)
+			anySuccess = true
+		case r.Gone():
+			// Kept pending: it goes when the endpoint is enabled again.
+			statuses[i], next[i] = string(DeliveryPending), now
+			errs[i] = nullable("the endpoint answered 410 Gone: disabled")
+			gone, anyFailure = true, true
+		default:
+			anyFailure = true
+			errs[i] = nullable(failure(r))
+			if c.seriesAttempts >= len(d.config.Schedule) {
+				statuses[i], next[i] = string(DeliveryFailed), now
+				settled = append(settled, c.aggregate)
+				break
+			}
+			delay := d.config.Jitter(d.config.Schedule[c.seriesAttempts])
+			if r.RetryAfter > 0 && r.RetryAfter <= maxRetryAfterHonoured {
+				delay = r.RetryAfter
+			}
+			statuses[i], next[i] = string(DeliveryPending), now.Add(delay)
+		}
+		if d.config.Metrics != nil {
+			d.config.Metrics.attempt(r)
+		}
+	}
+	return pgx.BeginFunc(ctx, d.config.Pool, func(tx pgx.Tx) error {
+		batch := &pgx.Batch{}
+		// First the endpoint's row lock, which the fan-out takes too: it
+		// must see the deliveries this record releases, or this record the
+		// ones it holds back (see FanOut).
+		batch.Queue(`SELECT 1 FROM endpoints WHERE id = $1 FOR NO KEY UPDATE`, e.ID)
+		batch.Queue(`
+			INSERT INTO delivery_attempts (endpoint_id, message_id, attempt, trigger, at, duration_ms, response_status,
+				response_body, error)
+			SELECT $1, a.id, a.attempt, a.trigger, a.at, a.duration, a.code, a.body, a.error
+			FROM unnest($2::text[], $3::int[], $4::text[], $5::timestamptz[], $6::int[], $7::int[], $8::text[], $9::text[])
+				AS a(id, attempt, trigger, at, duration, code, body, error)
+			WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = $1 AND d.message_id = a.id)`,
+			e.ID, ids, attempts, triggers, at, durations, codes, bodies, errs)
+		batch.Queue(`
+			UPDATE deliveries d SET status = u.status, attempts = u.attempt, series_attempts = u.series,
+				next_attempt_at = u.next, claimed_until = NULL, last_attempt_at = u.at,
+				response_status = u.code, error = u.error
+			FROM unnest($2::text[], $3::text[], $4::int[], $5::int[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[])
+				AS u(id, status, attempt, series, next, at, code, error)
+			WHERE d.endpoint_id = $1 AND d.message_id = u.id`,
+			e.ID, ids, statuses, attempts, series, next, at, codes, errs)
+		if len(settled) > 0 {
+			// The next pending message of each settled object goes now.
+			batch.Queue(`
+				UPDATE deliveries d SET next_attempt_at = now()
+				FROM (SELECT DISTINCT ON (p.aggregate) p.message_id FROM deliveries p
+				      WHERE p.endpoint_id = $1 AND p.aggregate = ANY($2) AND p.status = 'pending'
+				      ORDER BY p.aggregate, p.sequence) h
+				WHERE d.endpoint_id = $1 AND d.message_id = h.message_id AND d.next_attempt_at = 'infinity'`,
+				e.ID, settled)
+		}
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return fmt.Errorf("record %d attempts at %s: %w", len(ids), e.ID, err)
+		}
+		return d.health(ctx, tx, rc, e, anySuccess, anyFailure, gone)
+	})
+}
+
+// health records the endpoint's standing after a batch: a success clears
+// its failing streak; a failure starts one, and disables the endpoint once
+// it lasted DisableAfter; a 410 disables it at once.
+func (d *Dispatcher) health(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e Endpoint, success, failure, gone bool) error {
+	var (
+		reason   string
+		disabled bool
+		at       time.Time
+	)
+	err := tx.QueryRow(ctx, `
+		WITH old AS (SELECT status FROM endpoints WHERE id = $1 FOR UPDATE)
+		UPDATE endpoints SET
+			last_success_at = CASE WHEN $2 THEN now() ELSE last_success_at END,
+			last_failure_at = CASE WHEN $3 THEN now() ELSE last_failure_at END,
+			failing_since = CASE WHEN $2 THEN NULL WHEN $3 THEN coalesce(failing_since, now()) ELSE failing_since END,
+			status = CASE WHEN status = 'enabled' AND ($4 OR (NOT $2 AND $3
+				AND coalesce(failing_since, now()) <= now() - make_interval(secs => $5))) THEN 'disabled' ELSE status END,
+			disabled_reason = CASE
+				WHEN status = 'enabled' AND $4 THEN 'the endpoint answered 410 Gone'
+				WHEN status = 'enabled' AND NOT $2 AND $3 AND coalesce(failing_since, now()) <= now() - make_interval(secs => $5)
+				THEN 'every attempt failed since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+				ELSE disabled_reason END,
+			updated_at = now()
+		WHERE id = $1
+		RETURNING coalesce(disabled_reason, ''), status = 'disabled' AND (SELECT status FROM old) = 'enabled', now()`,
+		e.ID, success, failure, gone, d.config.DisableAfter.Seconds()).Scan(&reason, &disabled, &at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // deleted meanwhile
+	}
+	if err != nil || !disabled {
+		return err
+	}
+	d.config.Logger.WarnContext(ctx, "endpoint disabled", "endpoint_id", e.ID, "reason", reason)
+	if d.config.Metrics != nil {
+		d.config.Metrics.disabled.Inc()
+	}
+	_, err = jobs.EnqueueEmailsTx(ctx, tx, rc, []jobs.Email{{
+		Kind: jobs.EmailEndpointDisabled, ObjectID: fmt.Sprintf("%s/%d", e.ID, at.Unix()),
+		Recipient: d.config.OpsEmail, EndpointID: e.ID, Reason: reason,
+	}})
+	return err
+}
+
+// failure says why an attempt failed, for the delivery's record.
+func failure(r Result) string {
+	switch {
+	case r.Err != nil:
+		return r.Err.Error()
+	case r.Status >= 300 && r.Status < 400:
+		return fmt.Sprintf("the endpoint answered %d: redirects are not followed", r.Status)
+	default:
+		return fmt.Sprintf("the endpoint answered %d", r.Status)
+	}
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,269 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/paygate/paygate/outbox"
+)
+
+// QueueDelivery is the River queue of the dispatchers: their own, so an
+// endpoint that hangs never holds a worker that applies events or sends
+// email.
+const QueueDelivery = "delivery"
+
+// DeliverArgs asks for endpoint EndpointID's due messages to be sent. One
+// such job per endpoint is queued or running at a time (unique by args):
+// it sends until nothing is due.
+type DeliverArgs struct {
+	EndpointID string `json:"endpoint_id"`
+}
+
+// Kind is stored in the database: never change it.
+func (DeliverArgs) Kind() string { return "deliver_endpoint" }
+
+// InsertOpts puts dispatchers on their queue, one per endpoint.
+func (DeliverArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueDelivery, MaxAttempts: 25, UniqueOpts: river.UniqueOpts{
+		ByArgs: true,
+		ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
+			rivertype.JobStateRunning, rivertype.JobStateRetryable, rivertype.JobStateScheduled},
+	}}
+}
+
+// DeliverWorker runs a Dispatcher for one endpoint.
+type DeliverWorker struct {
+	river.WorkerDefaults[DeliverArgs]
+	Dispatcher *Dispatcher
+}
+
+// Timeout lets a dispatcher send for a while: Dispatch stops claiming when
+// less than one attempt's time is left, and the relay queues the next job.
+func (w *DeliverWorker) Timeout(*river.Job[DeliverArgs]) time.Duration {
+	return 2*w.Dispatcher.config.Sender.Timeout() + 30*time.Second
+}
+
+// Work implements river.Worker.
+func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
+	rc, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return err
+	}
+	_, err = w.Dispatcher.Dispatch(ctx, rc, job.Args.EndpointID)
+	return err
+}
+
+// relayName is the endpoints' fan-out's place in the feed.
+const relayName = "endpoints"
+
+// fanOutBatch is how many messages one fan-out transaction hands on.
+const fanOutBatch = 1000
+
+// Relay moves messages from the outbox to the endpoints: it places new
+// messages in the feed (outbox.Sequence), gives each to the endpoints
+// subscribed to its type (a delivery each, in the transaction that
+// advances the relay's place, so none is given twice or skipped), and
+// queues a dispatcher for every endpoint with messages due. It wakes when
+// a transaction writes messages (outbox.Channel) and every Interval, for
+// retries that come due; any number of instances may run one.
+type Relay struct {
+	config RelayConfig
+}
+
+// RelayConfig configures a Relay.
+type RelayConfig struct {
+	Pool   *pgxpool.Pool
+	River  *river.Client[pgx.Tx]
+	Logger *slog.Logger
+	// Interval is the longest wait between steps; default 1s.
+	Interval time.Duration
+}
+
+// NewRelay returns a relay.
+func NewRelay(config RelayConfig) *Relay {
+	if config.Logger == nil {
+		config.Logger = slog.New(slog.DiscardHandler)
+	}
+	if config.Interval <= 0 {
+		config.Interval = time.Second
+	}
+	return &Relay{config: config}
+}
+
+// Run steps until ctx ends, woken by outbox.Channel or every Interval.
+func (r *Relay) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := r.listen(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		r.config.Logger.WarnContext(ctx, "message relay: listening failed; polling until it works again", "error", err.Error())
+		// Without notifications, poll.
+		for range 5 {
+			if r.stepLogged(ctx); ctx.Err() != nil {
+				return
+			}
+			sleep(ctx, r.config.Interval)
+		}
+	}
+}
+
+// listen holds a connection listening on outbox.Channel and steps at each
+// notification, or after Interval without one; it returns when the
+// connection fails.
+func (r *Relay) listen(ctx context.Context) error {
+	conn, err := r.config.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `LISTEN `+outbox.Channel); err != nil {
+		conn.Conn().Close(ctx) //nolint:errcheck // a connection in an unknown state must not return to the pool
+		return err
+	}
+	defer func() {
+		// Back to the pool not listening.
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `UNLISTEN *`)
+	}()
+	for {
+		r.stepLogged(ctx)
+		wait, cancel := context.WithTimeout(ctx, r.config.Interval)
+		_, err := conn.Conn().WaitForNotification(wait)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && !errors.Is(err, context.DeadlineExceeded):
+			conn.Conn().Close(ctx) //nolint:errcheck // see above
+			return err
+		}
+	}
+}
+
+func (r *Relay) stepLogged(ctx context.Context) {
+	if err := r.Step(ctx); err != nil && ctx.Err() == nil {
+		r.config.Logger.WarnContext(ctx, "message relay step failed; retrying", "error", err.Error())
+	}
+}
+
+// Step places every committed message in the feed, fans them all out, and
+// queues the dispatchers of the endpoints with messages due.
+func (r *Relay) Step(ctx context.Context) error {
+	for {
+		n, err := outbox.Sequence(ctx, r.config.Pool, 10*fanOutBatch)
+		if err != nil {
+			return err
+		}
+		if n < 10*fanOutBatch {
+			break
+		}
+	}
+	for {
+		n, err := FanOut(ctx, r.config.Pool, fanOutBatch)
+		if err != nil {
+			return err
+		}
+		if n < fanOutBatch {
+			break
+		}
+	}
+	return Kick(ctx, r.config.Pool, r.config.River)
+}
+
+// FanOut hands up to limit placed messages after the relay's place to the
+// endpoints subscribed to their types (created before the message), in one
+// transaction with the relay's move, and returns how many messages it
+// read: 0 when another instance is fanning out.
+func FanOut(ctx context.Context, pool *pgxpool.Pool, limit int) (int, error) {
+	var n int
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		from, err := outbox.LockRelayTx(ctx, tx, relayName)
+		if errors.Is(err, outbox.ErrRelayBusy) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		msgs, err := outbox.ReadHeaders(ctx, tx, from, limit)
+		if err != nil || len(msgs) == 0 {
+			return err
+		}
+		n = len(msgs)
+		var (
+			ids, types, aggs = make([]string, n), make([]string, n), make([]string, n)
+			created          = make([]time.Time, n)
+			seqs, positions  = make([]int64, n), make([]int64, n)
+		)
+		for i, m := range msgs {
+			ids[i], types[i], aggs[i] = m.ID, m.Type, string(m.AggregateType)+"/"+m.AggregateID
+			created[i], seqs[i], positions[i] = m.CreatedAt, m.Sequence, m.Position
+		}
+		// The endpoints' row locks order this with the dispatchers'
+		// records: a delivery held behind an earlier one of its object is
+		// released by the record that settles that one, which must see it.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM endpoints ORDER BY id FOR SHARE`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO deliveries (endpoint_id, message_id, message_created_at, type, aggregate, sequence, position, next_attempt_at)
+			SELECT e.id, m.id, m.created_at, m.type, m.aggregate, m.sequence, m.position,
+				CASE WHEN row_number() OVER (PARTITION BY e.id, m.aggregate ORDER BY m.sequence) = 1
+				      AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = e.id AND p.aggregate = m.aggregate
+				                      AND p.status = 'pending' AND p.sequence < m.sequence)
+				     THEN now() ELSE 'infinity' END
+			FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
+				AS m(id, created_at, type, aggregate, sequence, position)
+			JOIN endpoints e ON (e.event_types @> ARRAY['*'] OR e.event_types @> ARRAY[m.type]) AND e.created_at <= m.created_at
+			ORDER BY m.position
+			ON CONFLICT (endpoint_id, message_id) DO NOTHING`,
+			ids, created, types, aggs, seqs, positions); err != nil {
+			return err
+		}
+		return outbox.AdvanceRelayTx(ctx, tx, relayName, msgs[n-1].Position)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("fan out messages: %w", err)
+	}
+	return n, nil
+}
+
+// Kick queues a dispatcher for every enabled endpoint with a message due
+// and not being sent; one that has a dispatcher queued or running already
+// is left to it (the job is unique per endpoint).
+func Kick(ctx context.Context, pool *pgxpool.Pool, rc *river.Client[pgx.Tx]) error {
+	rows, err := pool.Query(ctx, `
+		SELECT DISTINCT d.endpoint_id FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id AND e.status = 'enabled'
+		WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND (d.claimed_until IS NULL OR d.claimed_until <= now())`)
+	if err != nil {
+		return fmt.Errorf("find endpoints with messages due: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	params := make([]river.InsertManyParams, len(ids))
+	for i, id := range ids {
+		params[i] = river.InsertManyParams{Args: DeliverArgs{EndpointID: id}}
+	}
+	if _, err := rc.InsertMany(ctx, params); err != nil {
+		return fmt.Errorf("queue dispatchers of %d endpoints: %w", len(ids), err)
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

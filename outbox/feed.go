@@ -1,0 +1,137 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The feed's order is a position given to each message after its commit.
+//
+// A serial number taken at insert is not a commit order: a transaction that
+// took 10 can commit after one that took 11, and a reader that passed 11
+// would never see 10. So positions are given by Sequence, one caller at a
+// time (message_sequencer's row lock), to the messages its statement can
+// see, which are committed; a message committed later is not seen and gets
+// a later position from a later call. Positions therefore only grow in the
+// order readers can see them: a reader at position p has seen every message
+// that will ever hold a position up to p, and one committed late is placed
+// after p, never behind it. Within one call, messages are placed in insert
+// order, so an object's messages, inserted one after the other under its
+// lock, keep their sequence order.
+
+// ErrInvalidCursor is returned for a cursor the feed did not hand out.
+var ErrInvalidCursor = errors.New("invalid cursor")
+
+// Cursor is a place in the feed, as the feed hands it out: the position of
+// the last message read.
+func Cursor(position int64) string { return "pos_" + strconv.FormatInt(position, 10) }
+
+// ParseCursor reads a cursor Cursor made; "" is the beginning.
+//
+// It fails with ErrInvalidCursor.
+func ParseCursor(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	digits, ok := strings.CutPrefix(s, "pos_")
+	p, err := strconv.ParseInt(digits, 10, 64)
+	if !ok || err != nil || p < 0 || strconv.FormatInt(p, 10) != digits {
+		return 0, fmt.Errorf("%w: %q", ErrInvalidCursor, s)
+	}
+	return p, nil
+}
+
+// Sequence gives positions to up to limit committed messages that have
+// none, in insert order, and returns how many it placed. When another
+// caller is placing messages at that moment it returns 0 at once: that
+// caller places them.
+func Sequence(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, limit int) (int, error) {
+	var placed int
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		var last int64
+		err := tx.QueryRow(ctx, `SELECT last_position FROM message_sequencer FOR UPDATE SKIP LOCKED`).Scan(&last)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		// A statement of its own, after the lock: its snapshot sees every
+		// message committed before the previous caller let go.
+		var top *int64
+		if err := tx.QueryRow(ctx, `
+			WITH next AS (
+				SELECT n, created_at, $1 + row_number() OVER (ORDER BY n) AS position
+				FROM (SELECT n, created_at FROM messages WHERE position IS NULL ORDER BY n LIMIT $2) u
+			), placed AS (
+				UPDATE messages m SET position = next.position FROM next
+				WHERE m.n = next.n AND m.created_at = next.created_at AND m.position IS NULL
+				RETURNING m.position
+			)
+			SELECT count(*), max(position) FROM placed`, last, limit).Scan(&placed, &top); err != nil {
+			return err
+		}
+		if top == nil {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `UPDATE message_sequencer SET last_position = $1`, *top)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sequence messages: %w", err)
+	}
+	return placed, nil
+}
+
+// Read returns up to limit messages placed after position after, in feed
+// order, of the given types (all when types is empty).
+func Read(ctx context.Context, q Querier, after int64, limit int, types []string) ([]Message, error) {
+	var filter []string
+	if len(types) > 0 {
+		filter = types
+	}
+	rows, err := q.Query(ctx, `SELECT `+messageColumns+` FROM messages
+		WHERE position > $1 AND position IS NOT NULL AND ($3::text[] IS NULL OR type = ANY($3))
+		ORDER BY position LIMIT $2`, after, limit, filter)
+	if err != nil {
+		return nil, fmt.Errorf("read messages after %d: %w", after, err)
+	}
+	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) { return scanMessage(row) })
+	if err != nil {
+		return nil, fmt.Errorf("read messages after %d: %w", after, err)
+	}
+	return msgs, nil
+}
+
+// Unplaced counts the committed messages the sequencer has not placed yet,
+// and the age in seconds of the oldest (0 when none).
+func Unplaced(ctx context.Context, q Querier) (count int64, oldestSeconds float64, err error) {
+	err = q.QueryRow(ctx, `SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
+		FROM messages WHERE position IS NULL`).Scan(&count, &oldestSeconds)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count unplaced messages: %w", err)
+	}
+	return count, oldestSeconds, nil
+}
+
+// ReadHeaders is Read without the bodies, of every type: what a relay that
+// hands messages on by reference needs.
+func ReadHeaders(ctx context.Context, q Querier, after int64, limit int) ([]Message, error) {
+	rows, err := q.Query(ctx, `SELECT id, type, created_at, sequence, aggregate_type, aggregate_id, position, ''::bytea
+		FROM messages WHERE position > $1 AND position IS NOT NULL ORDER BY position LIMIT $2`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read messages after %d: %w", after, err)
+	}
+	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) { return scanMessage(row) })
+	if err != nil {
+		return nil, fmt.Errorf("read messages after %d: %w", after, err)
+	}
+	return msgs, nil
+}
