@@ -98,10 +98,6 @@ func (s *Server) store() (*delivery.Store, error) {
 }
 
 func (s *Server) createEndpoint(c echo.Context) error {
-	st, err := s.store()
-	if err != nil {
-		return err
-	}
 	var body EndpointBody
 	if err := decodeBody(c, &body); err != nil {
 		return err
@@ -111,6 +107,10 @@ func (s *Server) createEndpoint(c echo.Context) error {
 	}
 	if body.Status != nil {
 		return badRequest("an endpoint is created enabled; status is set with PATCH")
+	}
+	st, err := s.store()
+	if err != nil {
+		return err
 	}
 	n := delivery.NewEndpoint{URL: *body.URL, EventTypes: *body.EventTypes}
 	if body.Description != nil {
@@ -153,12 +153,12 @@ func (s *Server) getEndpoint(c echo.Context) error {
 }
 
 func (s *Server) updateEndpoint(c echo.Context) error {
-	st, err := s.store()
-	if err != nil {
-		return err
-	}
 	var body EndpointBody
 	if err := decodeBody(c, &body); err != nil {
+		return err
+	}
+	st, err := s.store()
+	if err != nil {
 		return err
 	}
 	p := delivery.Patch{URL: body.URL, EventTypes: body.EventTypes, Description: body.Description}
@@ -309,10 +309,6 @@ type RecoverBody struct {
 const maxRecoverWindow = 90 * 24 * time.Hour
 
 func (s *Server) recoverEndpoint(c echo.Context) error {
-	st, err := s.store()
-	if err != nil {
-		return err
-	}
 	var body RecoverBody
 	if err := decodeBody(c, &body); err != nil {
 		return err
@@ -326,6 +322,10 @@ func (s *Server) recoverEndpoint(c echo.Context) error {
 	}
 	if !until.After(*body.Since) || until.Sub(*body.Since) > maxRecoverWindow {
 		return badRequest("until must be after since, and the window at most 90 days")
+	}
+	st, err := s.store()
+	if err != nil {
+		return err
 	}
 	n, err := st.Recover(c.Request().Context(), c.Param("endpoint_id"), *body.Since, until)
 	if err != nil {
@@ -379,16 +379,16 @@ type ResendBody struct {
 }
 
 func (s *Server) resendMessage(c echo.Context) error {
-	st, err := s.store()
-	if err != nil {
-		return err
-	}
 	var body ResendBody
 	if err := decodeBody(c, &body); err != nil {
 		return err
 	}
 	if body.EndpointID == "" {
 		return badRequest("endpoint_id is required")
+	}
+	st, err := s.store()
+	if err != nil {
+		return err
 	}
 	queued, err := st.Resend(c.Request().Context(), c.Param("message_id"), body.EndpointID)
 	if err != nil {

@@ -26,9 +26,10 @@ type openAPIDoc struct {
 }
 
 type openAPIOperation struct {
-	Security   []map[string][]string `json:"security"`
-	Roles      []string              `json:"x-roles"`
-	Parameters []struct {
+	OperationID string                `json:"operationId"`
+	Security    []map[string][]string `json:"security"`
+	Roles       []string              `json:"x-roles"`
+	Parameters  []struct {
 		Ref  string `json:"$ref"`
 		Name string `json:"name"`
 		In   string `json:"in"`
@@ -53,11 +54,8 @@ func wiredEcho(t *testing.T) *opsBundle {
 func registeredRoutes(e *echo.Echo) map[string]bool {
 	out := map[string]bool{}
 	for _, r := range e.Routes() {
-		if r.Method == echo.RouteNotFound || r.Path == "/riverui" || strings.HasPrefix(r.Path, "/riverui/") {
-			continue // group catch-alls and River UI's own routes
-		}
-		if strings.HasPrefix(r.Path, "/debug/pprof") {
-			continue // Go's profiler (api/pprof.go): a tool's protocol, not the API
+		if r.Method == echo.RouteNotFound || undocumentedByDesign(r.Path) {
+			continue // group catch-alls; River UI's and Go's profiler's own protocols
 		}
 		out[r.Method+" "+echoParam.ReplaceAllString(r.Path, "{$1}")] = true
 	}
@@ -120,9 +118,12 @@ func TestOpenAPIDocumentsExactlyTheRegisteredRoutes(t *testing.T) {
 }
 
 // TestOpenAPIDocumentIsConsistent: references resolve, path parameters are
-// declared, every /v1 operation names its roles and its 401/403, every POST
-// under /v1 requires an Idempotency-Key and documents 400/409/422; and the
-// roles documented are the roles the server enforces.
+// declared, every operation has a camelCase operationId of its own (a
+// generated client's method names: renaming one breaks clients), a route
+// with path parameters documents its 404, every /v1 operation names its
+// roles and its 401/403/500/503, every POST under /v1 requires an
+// Idempotency-Key and documents 400/409/413/422; and the roles documented
+// are the roles the server enforces.
 func TestOpenAPIDocumentIsConsistent(t *testing.T) {
 	t.Parallel()
 	b := wiredEcho(t)
@@ -157,9 +158,17 @@ func TestOpenAPIDocumentIsConsistent(t *testing.T) {
 
 	tokens := map[string]string{"ops": opsTok, "finance": financeTok}
 	registered := registeredRoutes(b.echo)
+	operationIDs := map[string]string{}
 	for route, op := range documentedRoutes(t, doc) {
 		method, path, _ := strings.Cut(route, " ")
 		require.NotEmpty(t, op.Responses, route)
+		require.Regexp(t, `^[a-z][a-zA-Z0-9]*$`, op.OperationID, "%s: operationId", route)
+		require.NotContains(t, operationIDs, op.OperationID, "%s: operationId also %s's", route, operationIDs[op.OperationID])
+		operationIDs[op.OperationID] = route
+		require.Contains(t, op.Responses, "400", "%s: every route refuses a path or query PostgreSQL cannot store", route)
+		if strings.Contains(path, "{") {
+			require.Contains(t, op.Responses, "404", route)
+		}
 		declared := map[string]bool{}
 		for _, p := range op.Parameters {
 			name := p.Name
@@ -179,11 +188,12 @@ func TestOpenAPIDocumentIsConsistent(t *testing.T) {
 			continue
 		}
 		require.NotEmpty(t, op.Roles, "%s: x-roles", route)
-		require.Contains(t, op.Responses, "401", route)
-		require.Contains(t, op.Responses, "403", route)
+		for _, code := range []string{"401", "403", "500", "503"} {
+			require.Contains(t, op.Responses, code, route)
+		}
 		if method == http.MethodPost {
 			require.True(t, declared["Idempotency-Key"], "%s: Idempotency-Key", route)
-			for _, code := range []string{"400", "409", "422"} {
+			for _, code := range []string{"400", "409", "413", "422"} {
 				require.Contains(t, op.Responses, code, route)
 			}
 		}

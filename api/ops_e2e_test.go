@@ -27,11 +27,14 @@ import (
 func TestPoisonReplayAndDiscardWithRealWorkers(t *testing.T) {
 	t.Parallel()
 	w := worldtest.New(t, &worldtest.Opts{Config: func(c *jobs.Config) { c.ProcessMaxAttempts = 1 }})
-	e, _ := api.NewEcho(api.Config{Pool: w.Pool, Jobs: w.Jobs, OpsTokens: []string{opsTok}})
+	e, _ := newAPI(t, api.Config{Pool: w.Pool, Jobs: w.Jobs, OpsTokens: []string{opsTok}})
 	call := func(method, path, key, body string) *httptest.ResponseRecorder {
 		t.Helper()
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
 		req.Header.Set(echo.HeaderAuthorization, "Bearer "+opsTok)
+		if body != "" {
+			req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+		}
 		if key != "" {
 			req.Header.Set(api.HeaderIdempotencyKey, key)
 		}

@@ -51,7 +51,7 @@ func setupOps(t *testing.T, opts ...func(*api.Config)) *opsBundle {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	e, s := api.NewEcho(cfg)
+	e, s := newAPI(t, cfg)
 	return &opsBundle{pool: pool, jobs: jc, echo: e, server: s, registry: reg}
 }
 

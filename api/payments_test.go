@@ -21,7 +21,7 @@ const (
 
 func newEcho(t *testing.T, w *worldtest.World) *echo.Echo {
 	t.Helper()
-	e, _ := api.NewEcho(api.Config{Pool: w.Pool, Jobs: w.Jobs, OpsTokens: []string{opsToken}, FinanceTokens: []string{financeToken}})
+	e, _ := newAPI(t, api.Config{Pool: w.Pool, Jobs: w.Jobs, OpsTokens: []string{opsToken}, FinanceTokens: []string{financeToken}})
 	return e
 }
 

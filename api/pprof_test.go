@@ -15,7 +15,7 @@ import (
 // tokens and anonymous callers.
 func TestPprofIsForOpsOnly(t *testing.T) {
 	t.Parallel()
-	e, _ := api.NewEcho(api.Config{OpsTokens: []string{"ops-token"}, FinanceTokens: []string{"fin-token"}})
+	e, _ := newAPI(t, api.Config{OpsTokens: []string{"ops-token"}, FinanceTokens: []string{"fin-token"}})
 	get := func(path, token string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		if token != "" {

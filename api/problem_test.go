@@ -20,8 +20,10 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paygate/paygate/delivery"
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/outbox"
 	"github.com/paygate/paygate/reconcile"
 	"github.com/paygate/paygate/refund"
 	"github.com/paygate/paygate/webhook"
@@ -70,6 +72,15 @@ var problemCases = []problemCase{
 	{refund.ErrExceedsRefundable, 422, "refund-exceeds-refundable", "Refund exceeds refundable amount", ""},
 	{refund.ErrUnsupportedProvider, 422, "refunds", "Refunds not supported at this provider", ""},
 	{refund.ErrInvalidRequest, 400, "refunds", "Invalid refund request", ""},
+	{delivery.ErrEndpointNotFound, 404, "endpoints", "Endpoint not found", ""},
+	{delivery.ErrDeliveryNotFound, 404, "endpoints", "Delivery not found", ""},
+	{outbox.ErrNotFound, 404, "messages", "Message not found", ""},
+	{delivery.ErrInvalidEndpoint, 400, "endpoints", "Invalid endpoint", ""},
+	{delivery.ErrInvalidURL, 400, "endpoints", "Invalid endpoint", ""},
+	{delivery.ErrForbiddenURL, 422, "endpoints", "Endpoint URL not allowed", ""},
+	{delivery.ErrInvalidCursor, 400, "http-api", "Bad request", "cursor is not one this API handed out"},
+	{outbox.ErrInvalidCursor, 400, "http-api", "Bad request", "cursor is not one this API handed out"},
+	{errDeliveryUnavailable, 503, "endpoints", "Delivery not available", ""},
 }
 
 func TestProblemTable(t *testing.T) {

@@ -31,8 +31,9 @@ type reconBundle struct {
 }
 
 // setupReconciliation is the API on a world whose workers perform
-// reconciliation runs against a simulator served over HTTP.
-func setupReconciliation(t *testing.T) *reconBundle {
+// reconciliation runs against a simulator served over HTTP; opts change the
+// workers' configuration further.
+func setupReconciliation(t *testing.T, opts ...func(*jobs.Config)) *reconBundle {
 	t.Helper()
 	b := &reconBundle{sim: stripesim.New(stripesim.Config{Seed: 11, Now: time.Date(2025, 3, 14, 9, 0, 0, 0, time.UTC)})}
 	worker := &jobs.ReconcileWorker{}
@@ -40,6 +41,9 @@ func setupReconciliation(t *testing.T) *reconBundle {
 		c.Register = func(w *river.Workers) []*river.PeriodicJob {
 			river.AddWorker(w, worker)
 			return nil
+		}
+		for _, o := range opts {
+			o(c)
 		}
 	}})
 	srv := b.sim.Start(t)
@@ -55,7 +59,7 @@ func setupReconciliation(t *testing.T) *reconBundle {
 			return b.world.Ingester.Ingest(ctx, ev)
 		}),
 	})
-	b.echo, _ = api.NewEcho(api.Config{Pool: b.world.Pool, Jobs: b.world.Jobs,
+	b.echo, _ = newAPI(t, api.Config{Pool: b.world.Pool, Jobs: b.world.Jobs,
 		OpsTokens: []string{opsTok}, FinanceTokens: []string{financeTok}})
 	return b
 }

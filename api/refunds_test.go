@@ -40,7 +40,7 @@ func setupRefunds(t *testing.T, refunders bool) *opsBundle {
 	jc, err := jobs.NewClient(pool, cfg)
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
-	e, s := api.NewEcho(api.Config{Pool: pool, Jobs: jc, OpsTokens: []string{opsTok, otherOpsTok},
+	e, s := newAPI(t, api.Config{Pool: pool, Jobs: jc, OpsTokens: []string{opsTok, otherOpsTok},
 		FinanceTokens: []string{financeTok}, Registry: reg})
 	b := &opsBundle{pool: pool, jobs: jc, echo: e, server: s, registry: reg}
 	for _, p := range []struct{ id, provider, currency, captured, refunded string }{

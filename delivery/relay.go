@@ -212,16 +212,27 @@ func FanOut(ctx context.Context, pool *pgxpool.Pool, limit int) (int, error) {
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM endpoints ORDER BY id FOR SHARE`); err != nil {
 			return err
 		}
+		// A message goes at once when it is the first of its object in the
+		// batch and nothing of its object is pending at the endpoint (what
+		// is pending there is older: messages are handed on in order);
+		// otherwise it waits at 'infinity' for the record that settles its
+		// predecessor. The pending objects are looked up once for the
+		// batch, by the order index.
 		if _, err := tx.Exec(ctx, `
+			WITH m AS (
+				SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
+					AS m(id, created_at, type, aggregate, sequence, position)
+			), waiting AS MATERIALIZED (
+				SELECT DISTINCT p.aggregate, p.endpoint_id FROM deliveries p
+				WHERE p.aggregate = ANY($4::text[]) AND p.status = 'pending'
+			)
 			INSERT INTO deliveries (endpoint_id, message_id, message_created_at, type, aggregate, sequence, position, next_attempt_at)
 			SELECT e.id, m.id, m.created_at, m.type, m.aggregate, m.sequence, m.position,
-				CASE WHEN row_number() OVER (PARTITION BY e.id, m.aggregate ORDER BY m.sequence) = 1
-				      AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = e.id AND p.aggregate = m.aggregate
-				                      AND p.status = 'pending' AND p.sequence < m.sequence)
+				CASE WHEN row_number() OVER (PARTITION BY e.id, m.aggregate ORDER BY m.sequence) = 1 AND w.aggregate IS NULL
 				     THEN now() ELSE 'infinity' END
-			FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
-				AS m(id, created_at, type, aggregate, sequence, position)
+			FROM m
 			JOIN endpoints e ON (e.event_types @> ARRAY['*'] OR e.event_types @> ARRAY[m.type]) AND e.created_at <= m.created_at
+			LEFT JOIN waiting w ON w.aggregate = m.aggregate AND w.endpoint_id = e.id
 			ORDER BY m.position
 			ON CONFLICT (endpoint_id, message_id) DO NOTHING`,
 			ids, created, types, aggs, seqs, positions); err != nil {

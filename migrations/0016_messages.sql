@@ -116,7 +116,9 @@ CREATE TABLE deliveries (
 );
 CREATE INDEX deliveries_due_idx ON deliveries (endpoint_id, next_attempt_at) WHERE status = 'pending';
 CREATE INDEX deliveries_due_all_idx ON deliveries (next_attempt_at) WHERE status = 'pending';
-CREATE INDEX deliveries_order_idx ON deliveries (endpoint_id, aggregate, sequence) WHERE status = 'pending';
+-- An object's pending messages at each endpoint, in order: the fan-out
+-- asks for a batch's objects, a dispatcher for one object at one endpoint.
+CREATE INDEX deliveries_order_idx ON deliveries (aggregate, endpoint_id, sequence) WHERE status = 'pending';
 CREATE INDEX deliveries_list_idx ON deliveries (endpoint_id, position DESC);
 CREATE INDEX deliveries_message_idx ON deliveries (message_id);
 CREATE INDEX deliveries_pending_created_idx ON deliveries (message_created_at) WHERE status = 'pending';

@@ -110,17 +110,6 @@ func Read(ctx context.Context, q Querier, after int64, limit int, types []string
 	return msgs, nil
 }
 
-// Unplaced counts the committed messages the sequencer has not placed yet,
-// and the age in seconds of the oldest (0 when none).
-func Unplaced(ctx context.Context, q Querier) (count int64, oldestSeconds float64, err error) {
-	err = q.QueryRow(ctx, `SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
-		FROM messages WHERE position IS NULL`).Scan(&count, &oldestSeconds)
-	if err != nil {
-		return 0, 0, fmt.Errorf("count unplaced messages: %w", err)
-	}
-	return count, oldestSeconds, nil
-}
-
 // ReadHeaders is Read without the bodies, of every type: what a relay that
 // hands messages on by reference needs.
 func ReadHeaders(ctx context.Context, q Querier, after int64, limit int) ([]Message, error) {
@@ -134,4 +123,15 @@ func ReadHeaders(ctx context.Context, q Querier, after int64, limit int) ([]Mess
 		return nil, fmt.Errorf("read messages after %d: %w", after, err)
 	}
 	return msgs, nil
+}
+
+// Unplaced counts the committed messages the sequencer has not placed yet,
+// and the age in seconds of the oldest (0 when none).
+func Unplaced(ctx context.Context, q Querier) (count int64, oldestSeconds float64, err error) {
+	err = q.QueryRow(ctx, `SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
+		FROM messages WHERE position IS NULL`).Scan(&count, &oldestSeconds)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count unplaced messages: %w", err)
+	}
+	return count, oldestSeconds, nil
 }

@@ -182,3 +182,28 @@ func OfAggregate(ctx context.Context, q Querier, aggregate AggregateType, id str
 	}
 	return msgs, nil
 }
+
+// Bodies returns the bytes of the messages ids, by id; a message not kept
+// is missing from the map.
+func Bodies(ctx context.Context, q Querier, ids []string) (map[string][]byte, error) {
+	rows, err := q.Query(ctx, `SELECT id, body FROM messages WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read %d messages: %w", len(ids), err)
+	}
+	defer rows.Close()
+	out := make(map[string][]byte, len(ids))
+	for rows.Next() {
+		var (
+			id   string
+			body []byte
+		)
+		if err := rows.Scan(&id, &body); err != nil {
+			return nil, fmt.Errorf("read %d messages: %w", len(ids), err)
+		}
+		out[id] = body
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read %d messages: %w", len(ids), err)
+	}
+	return out, nil
+}

@@ -17,9 +17,12 @@
 #      (`loadgen run`: distinct pre-signed events, until every one is
 #      acknowledged, then until none is left `received`), then paced at
 #      1,000 events/s for latency;
-#   5. scale-out: 1, 2 and 4 instances on the same database behind
+#   5. one `paygate serve` with one endpoint attached (`loadgen receive`, a
+#      local receiver answering 200 at once) at 64 connections: ingest and
+#      end-to-end against step 4's, and the messages delivered per second;
+#   6. scale-out: 1, 2 and 4 instances on the same database behind
 #      `loadgen proxy`, at 64 and 256 connections;
-#   6. the one-event pgbench again (the ratios use the mean of both), and
+#   7. the one-event pgbench again (the ratios use the mean of both), and
 #      the table (tmp/bench/report.txt).
 #
 # Knobs (environment):
@@ -31,6 +34,8 @@
 #   BENCH_WARMUP (5000)           events applied, then ANALYZE, before measuring
 #   BENCH_PGBENCH_SECONDS (10)    each pgbench run
 #   BENCH_FLOOR=0                 skips the floor server
+#   BENCH_ENDPOINT=0              skips the run with an endpoint attached;
+#                                 BENCH_ENDPOINT_LEVELS (64)
 #   BENCH_SCALEOUT=0              skips scale-out; BENCH_SCALEOUT_INSTANCES
 #                                 (1 2 4), BENCH_SCALEOUT_LEVELS (64,256),
 #                                 BENCH_SCALEOUT_SECONDS (6)
@@ -161,7 +166,7 @@ start_paygate() {
   [[ -n "${2:-}" ]] && dburl="$url&pool_max_conns=$2"
   p=$(free_port)
   DATABASE_URL="$dburl" PAYGATE_ADDR="127.0.0.1:$p" PAYGATE_STRIPE_WEBHOOK_SECRETS="$secret" \
-    PAYGATE_OPS_TOKENS="$token" "$out/paygate" serve >"$log" 2>&1 &
+    PAYGATE_OPS_TOKENS="$token" PAYGATE_DELIVERY_ALLOW_PRIVATE=true "$out/paygate" serve >"$log" 2>&1 &
   started_pid=$!
   pids+=("$started_pid")
   started_base="http://127.0.0.1:$p"
@@ -193,6 +198,23 @@ run_loadgen -label paygate -url "$started_base/webhooks/stripe" -levels "$levels
   -warmup "${BENCH_WARMUP:-5000}" -rate "${BENCH_RATE:-1000}" -rate-seconds "${BENCH_RATE_SECONDS:-10}" \
   -rate-connections "${BENCH_RATE_CONNECTIONS:-64}" "${profile[@]}"
 stop_all
+
+if [[ "${BENCH_ENDPOINT:-1}" != 0 ]]; then
+  say "paygate, one instance, one endpoint attached (log: tmp/bench/paygate-endpoint.log)"
+  p=$(free_port)
+  "$out/loadgen" receive -addr "127.0.0.1:$p" >"$out/receiver.log" 2>&1 &
+  pids+=("$!")
+  wait_ready "http://127.0.0.1:$p/healthz" "$!" "$out/receiver.log"
+  receiver="http://127.0.0.1:$p/paygate"
+  start_paygate endpoint
+  curl -fsS -X POST "$started_base/v1/endpoints" -H "Authorization: Bearer $token" \
+    -H "Idempotency-Key: bench-endpoint-$RANDOM$RANDOM" -H 'Content-Type: application/json' \
+    -d "{\"url\":\"$receiver\",\"event_types\":[\"*\"],\"description\":\"make bench\"}" >/dev/null
+  run_loadgen -label paygate-endpoint -delivery -url "$started_base/webhooks/stripe" \
+    -levels "${BENCH_ENDPOINT_LEVELS:-64}" -pids "$started_pid" -warmup 0 -rate 0
+  say "receiver took $(curl -fsS "http://127.0.0.1:$p/count") deliveries"
+  stop_all
+fi
 
 if [[ "${BENCH_SCALEOUT:-1}" != 0 ]]; then
   for n in ${BENCH_SCALEOUT_INSTANCES:-1 2 4}; do

@@ -6,6 +6,10 @@
 #
 #   mailpit      the SMTP server the email tests and `make run` use
 #   stripe-mock  Stripe's API mock, for the reconciliation's request-shape test
+#   oapi-codegen the client generator; api's test checks api/client is current
+#
+# and, with npm, Redocly CLI into ./.tools/redocly, for api's lint of the
+# OpenAPI document (TestOpenAPILintsClean).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="$PWD/.tools/bin"
@@ -26,6 +30,18 @@ install() {
 
 install github.com/axllent/mailpit v1.33.1
 install github.com/stripe/stripe-mock v0.203.0
+install github.com/oapi-codegen/oapi-codegen/v2 v2.8.2 github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen
+
+# --- Redocly CLI, pinned, for the OpenAPI lint (api/contract_lint_test.go) ---
+# From the npm registry into .tools/redocly (git-ignored); skipped when that
+# version is already there. The test names this command when it is missing.
+redocly_version=2.77.0
+if [[ "$(.tools/redocly/node_modules/.bin/redocly --version 2>/dev/null | head -n 1)" != "$redocly_version" ]]; then
+  echo "tools: installing @redocly/cli@$redocly_version into .tools/redocly" >&2
+  command -v npm >/dev/null 2>&1 || scripts/apt-install.sh nodejs npm # Debian's Node.js
+  npm install --prefix .tools/redocly --save-exact --no-audit --no-fund --loglevel=error "@redocly/cli@$redocly_version"
+fi
+# --- end Redocly CLI ---
 
 # --- stripe-mock OpenAPI specs for internal/stripesim's schema test ---
 # The test validates the simulator's objects against the OpenAPI spec that

@@ -41,6 +41,8 @@ func main() {
 		err = proxyCommand(args)
 	case "report":
 		err = reportCommand(args)
+	case "receive":
+		err = receiveCommand(args)
 	default:
 		usage()
 	}

@@ -86,13 +86,15 @@ func report(out io.Writer, r results, a anchors) int64 {
 		}
 		return strconv.FormatFloat(v/base, 'f', 2, 64) + "×"
 	}
-	var floor, main *series
+	var floor, main, endpoint *series
 	var scale []*series
 	for i := range r.Series {
 		s := &r.Series[i]
 		switch {
 		case s.Floor:
 			floor = s
+		case s.Delivery:
+			endpoint = s
 		case s.Proxied:
 			scale = append(scale, s)
 		case main == nil:
@@ -175,6 +177,15 @@ func report(out io.Writer, r results, a anchors) int64 {
 			}
 		}
 	}
+	if endpoint != nil {
+		bad += levels("paygate, 1 instance, one endpoint attached (a local receiver answering 200 at once); vs 1: against the run without", endpoint, main)
+		for _, lv := range endpoint.Levels {
+			if lv.Messages > 0 && lv.DeliverySeconds > 0 {
+				fmt.Fprintf(out, "-c%d: %d messages delivered %.1f s after the first send: %.0f messages/s; %d deliveries pending when the last event was applied\n",
+					lv.Connections, lv.Messages, lv.DeliverySeconds, float64(lv.Messages)/lv.DeliverySeconds, lv.Backlog)
+			}
+		}
+	}
 	var one *series
 	for _, s := range scale {
 		if s.Instances == 1 {
@@ -209,6 +220,22 @@ func report(out io.Writer, r results, a anchors) int64 {
 		if len(main.PeakRSS) > 0 {
 			rss := slices.Max(main.PeakRSS)
 			fmt.Fprintf(w, "peak RSS ≤ 200 MiB (VmHWM)\t%.0f MiB\t%s\t\n", float64(rss)/(1<<20), verdict(rss <= 200<<20))
+		}
+	}
+	if endpoint != nil && main != nil {
+		for _, lv := range endpoint.Levels {
+			ref := main.level(lv.Connections)
+			if ref == nil {
+				continue
+			}
+			c := lv.Connections
+			fmt.Fprintf(w, "%d connections, one endpoint: ingest within 10 %% of without\t%s\t%s\t\n", c, times(lv.ingest(), ref.ingest()), verdict(lv.ingest() >= 0.9*ref.ingest()))
+			fmt.Fprintf(w, "%d connections, one endpoint: end-to-end within 10 %% of without\t%s\t%s\t\n", c, times(lv.e2e(), ref.e2e()), verdict(lv.e2e() >= 0.9*ref.e2e()))
+			if lv.Messages > 0 && lv.E2ESeconds > 0 {
+				// Keeping up: the last message left within a second of
+				// the last event's applying, whatever the backlog then.
+				fmt.Fprintf(w, "%d connections, one endpoint: delivery keeps up (last delivered ≤ 1 s after the last applied)\t+%.1f s\t%s\t\n", c, lv.DeliverySeconds-lv.E2ESeconds, verdict(lv.DeliverySeconds-lv.E2ESeconds <= 1))
+			}
 		}
 	}
 	fmt.Fprintf(w, "zero non-2xx (and zero socket errors), one instance\t%d\t%s\t\n", bad, verdict(bad == 0))

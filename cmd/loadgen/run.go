@@ -53,6 +53,7 @@ type runOptions struct {
 	save         string
 	profileOut   string
 	profileToken string
+	delivery     bool
 }
 
 func runCommand(args []string) error {
@@ -83,6 +84,7 @@ func runCommand(args []string) error {
 	fs.StringVar(&o.save, "save", "tmp/bench/results.json", "the measurements file this series is added to (replacing one of the same label)")
 	fs.StringVar(&o.profileOut, "cpuprofile", "", "save a CPU profile of the first instance during the highest level here (needs -ops-token)")
 	fs.StringVar(&o.profileToken, "ops-token", "", "an ops bearer token, for /debug/pprof/")
+	fs.BoolVar(&o.delivery, "delivery", false, "an endpoint is attached: after each level, wait until its messages are delivered (needs -database-url)")
 	_ = fs.Parse(args)
 
 	s, err := run(context.Background(), o)
@@ -103,6 +105,8 @@ type series struct {
 	Paced     *level  `json:"paced,omitempty"`
 	PeakRSS   []int64 `json:"peak_rss_bytes,omitempty"` // per instance
 	Poison    int     `json:"poison"`
+	// Delivery: one endpoint was attached, and its deliveries measured.
+	Delivery bool `json:"delivery,omitempty"`
 }
 
 // level is one wrk run and what followed it.
@@ -117,10 +121,16 @@ type level struct {
 	Stored     int        `json:"stored"` // of the events sent, found in the inbox
 	Ingest     batchStats `json:"ingest_batches"`
 	Apply      batchStats `json:"apply_batches"`
+	// With an endpoint attached: the messages written since the first
+	// send, delivered to it by DeliverySeconds after the first send; the
+	// deliveries still pending when the last event was applied.
+	Messages        int     `json:"messages,omitempty"`
+	DeliverySeconds float64 `json:"delivery_seconds,omitempty"`
+	Backlog         int     `json:"delivery_backlog,omitempty"`
 }
 
 func run(ctx context.Context, o runOptions) (series, error) {
-	s := series{Label: o.label, Floor: o.floor, Instances: o.instances, Proxied: o.proxied}
+	s := series{Label: o.label, Floor: o.floor, Instances: o.instances, Proxied: o.proxied, Delivery: o.delivery}
 	target, err := url.Parse(o.url)
 	if err != nil || target.Host == "" {
 		return s, fmt.Errorf("-url %q: not an http URL", o.url)
@@ -205,6 +215,12 @@ func run(ctx context.Context, o runOptions) (series, error) {
 			lv.E2ESeconds = took.Seconds()
 			if lv.Stored, s.Poison, err = stored(ctx, db, ds, s.Poison); err != nil {
 				return lv, err
+			}
+			if o.delivery {
+				if lv.Messages, lv.Backlog, took, err = delivered(ctx, db, start, o.settle); err != nil {
+					return lv, err
+				}
+				lv.DeliverySeconds = took.Seconds()
 			}
 		}
 		applied := scrapeAll(bases)
@@ -333,6 +349,43 @@ func settle(ctx context.Context, db *pgx.Conn, start time.Time, timeout time.Dur
 		}
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("events still received after %s", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// delivered waits until every message written since start is delivered
+// to every endpoint, and returns how many there were, how many
+// deliveries were pending when it began (right after the last event was
+// applied), and how long after start the last was delivered.
+func delivered(ctx context.Context, db *pgx.Conn, start time.Time, timeout time.Duration) (messages, backlog int, took time.Duration, err error) {
+	deadline := time.Now().Add(timeout)
+	first := true
+	for {
+		var pending int
+		var last *time.Time
+		err := db.QueryRow(ctx, `SELECT
+				(SELECT count(*) FROM messages WHERE created_at >= $1),
+				(SELECT count(*) FROM deliveries WHERE status = 'pending'),
+				(SELECT max(last_attempt_at) FROM deliveries WHERE message_created_at >= $1)`, start).
+			Scan(&messages, &pending, &last)
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("poll the deliveries: %w", err)
+		}
+		if first {
+			backlog, first = pending, false
+		}
+		if pending == 0 && messages > 0 && last != nil {
+			var fanned int
+			if err := db.QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE message_created_at >= $1`, start).Scan(&fanned); err != nil {
+				return 0, 0, 0, fmt.Errorf("poll the deliveries: %w", err)
+			}
+			if fanned >= messages {
+				return messages, backlog, last.Sub(start), nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, 0, fmt.Errorf("deliveries still pending after %s", timeout)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
