@@ -79,6 +79,7 @@ type session struct {
 	finance bool
 	expires time.Time
 	flash   []message
+	secret  *shownSecret // see takeSecret
 }
 
 type message struct {
@@ -149,6 +150,17 @@ func (c *Console) Register(e *echo.Echo) {
 	g.POST("/events/:provider/:event_id/discard", c.discard, c.auth(opsRole), c.csrf)
 	g.GET("/payments", c.payment, c.auth(opsRole))
 	g.GET("/audit", c.audit, c.auth(opsRole))
+	g.GET("/endpoints", c.endpoints, c.auth(opsRole))
+	g.POST("/endpoints", c.createEndpoint, c.auth(opsRole), c.csrf)
+	g.GET("/endpoints/:id", c.endpoint, c.auth(opsRole))
+	g.POST("/endpoints/:id", c.updateEndpoint, c.auth(opsRole), c.csrf)
+	g.POST("/endpoints/:id/status", c.setEndpointStatus, c.auth(opsRole), c.csrf)
+	g.POST("/endpoints/:id/secret", c.revealSecret, c.auth(opsRole), c.csrf)
+	g.POST("/endpoints/:id/secret/rotate", c.rotateSecret, c.auth(opsRole), c.csrf)
+	g.POST("/endpoints/:id/delete", c.deleteEndpoint, c.auth(opsRole), c.csrf)
+	g.POST("/endpoints/:id/recover", c.recoverEndpoint, c.auth(opsRole), c.csrf)
+	g.GET("/endpoints/:id/deliveries/:message_id", c.delivery, c.auth(opsRole))
+	g.POST("/endpoints/:id/deliveries/:message_id/resend", c.resend, c.auth(opsRole), c.csrf)
 
 	// The reading pages are open to any role: the API decides what each
 	// role reads there, and the page says so when it refuses.
