@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/paygate/paygate/delivery"
+	"github.com/paygate/paygate/delivery/natsjs"
 	"github.com/paygate/paygate/jobs"
 )
 
@@ -36,6 +37,9 @@ type Config struct {
 	// Delivery keeps the endpoints and their deliveries; nil: the
 	// endpoint routes answer 503.
 	Delivery *delivery.Store
+	// NATS publishes the messages to JetStream; nil: publishing is off
+	// (GET /v1/ops/broker says so).
+	NATS     *natsjs.Publisher
 	Logger   *slog.Logger
 	Registry *prometheus.Registry // served at /metrics; nil: a fresh one
 	// RiverUI mounts River's UI under /riverui behind the ops tokens; Start

@@ -35,6 +35,40 @@ func (s *Server) downstreamRoutes(v1 *echo.Group) {
 	v1.GET("/messages/:message_id", s.getMessage, opsOnly)
 	v1.POST("/messages/:message_id/resend", s.resendMessage, opsOnly)
 	v1.GET("/feed", s.feed, requireRole(RoleConsumer, RoleOps))
+	v1.GET("/ops/broker", s.broker, opsOnly)
+}
+
+// BrokerView is where publishing to NATS JetStream stands.
+type BrokerView struct {
+	Configured    bool       `json:"configured"`
+	URL           *string    `json:"url"`
+	Stream        *string    `json:"stream"`
+	SubjectPrefix *string    `json:"subject_prefix"`
+	Connected     bool       `json:"connected"`
+	Backlog       int64      `json:"backlog"`
+	OldestSeconds float64    `json:"oldest_seconds"`
+	FailingSince  *time.Time `json:"failing_since"`
+	LastError     *string    `json:"last_error"`
+	AlertedAt     *time.Time `json:"alerted_at"`
+}
+
+func (s *Server) broker(c echo.Context) error {
+	st, err := s.config.NATS.Status(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	v := BrokerView{Configured: st.Configured, URL: nullable(st.URL), Stream: nullable(st.Stream),
+		SubjectPrefix: nullable(st.SubjectPrefix), Connected: st.Connected, Backlog: st.Backlog,
+		OldestSeconds: st.OldestSeconds, LastError: nullable(st.LastError)}
+	if st.FailingSince != nil {
+		t := st.FailingSince.UTC()
+		v.FailingSince = &t
+	}
+	if st.AlertedAt != nil {
+		t := st.AlertedAt.UTC()
+		v.AlertedAt = &t
+	}
+	return writeJSON(c, http.StatusOK, v)
 }
 
 // EndpointView is an endpoint as the API shows it; Secret only when it is

@@ -29,7 +29,7 @@ const (
 )
 
 // ErrDeliveryNotFound is returned for a message an endpoint has no
-// delivery of and cannot be given one (not kept, or not of its types).
+// delivery of.
 var ErrDeliveryNotFound = errors.New("delivery not found")
 
 // Delivery is one message at one endpoint.
@@ -163,11 +163,9 @@ const requeueUpsert = `
 // requeueHold keeps the requeued messages of $2 behind an earlier message
 // of their object pending at endpoint $1: order per object holds for
 // resends too.
-const requeueHold = `
+var requeueHold = `
 	UPDATE deliveries d SET next_attempt_at = 'infinity'
-	WHERE d.endpoint_id = $1 AND d.message_id = ANY($2) AND EXISTS (
-		SELECT 1 FROM deliveries p WHERE p.endpoint_id = $1 AND p.aggregate = d.aggregate
-		  AND p.status = 'pending' AND p.sequence < d.sequence)`
+	WHERE d.endpoint_id = $1 AND d.message_id = ANY($2) AND (` + headOf("d.aggregate", "$1") + `) < d.sequence`
 
 // Resend sends message messageID to endpoint endpointID again, as a new
 // series of attempts, whether it succeeded there or not; a delivery

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -76,6 +77,7 @@ const fanOutBatch = 1000
 // retries that come due; any number of instances may run one.
 type Relay struct {
 	config RelayConfig
+	swept  time.Time // the last Release of every held message
 }
 
 // RelayConfig configures a Relay.
@@ -85,6 +87,9 @@ type RelayConfig struct {
 	Logger *slog.Logger
 	// Interval is the longest wait between steps; default 1s.
 	Interval time.Duration
+	// AfterStep, when set, runs at the end of each step, once new messages
+	// have their places: the other relays' kick (the NATS publisher's).
+	AfterStep func(ctx context.Context) error
 }
 
 // NewRelay returns a relay.
@@ -154,8 +159,9 @@ func (r *Relay) stepLogged(ctx context.Context) {
 	}
 }
 
-// Step places every committed message in the feed, fans them all out, and
-// queues the dispatchers of the endpoints with messages due.
+// Step places every committed message in the feed, fans them all out,
+// queues the dispatchers of the endpoints with messages due, and runs
+// AfterStep.
 func (r *Relay) Step(ctx context.Context) error {
 	for {
 		n, err := outbox.Sequence(ctx, r.config.Pool, 10*fanOutBatch)
@@ -167,23 +173,68 @@ func (r *Relay) Step(ctx context.Context) error {
 		}
 	}
 	for {
-		n, err := FanOut(ctx, r.config.Pool, fanOutBatch)
+		n, aggregates, err := FanOut(ctx, r.config.Pool, fanOutBatch)
 		if err != nil {
+			return err
+		}
+		// Those held behind a message a record settled while this batch
+		// was being fanned out (the record could not see them).
+		if err := Release(ctx, r.config.Pool, aggregates); err != nil {
 			return err
 		}
 		if n < fanOutBatch {
 			break
 		}
 	}
-	return Kick(ctx, r.config.Pool, r.config.River)
+	if time.Since(r.swept) > sweepEvery {
+		if err := Release(ctx, r.config.Pool, nil); err != nil {
+			return err
+		}
+		r.swept = time.Now()
+	}
+	if err := Kick(ctx, r.config.Pool, r.config.River); err != nil {
+		return err
+	}
+	if r.config.AfterStep != nil {
+		return r.config.AfterStep(ctx)
+	}
+	return nil
+}
+
+// sweepEvery is how often a relay looks at every held message, not only
+// those of the batch it just fanned out.
+const sweepEvery = 10 * time.Second
+
+// Release lets go, at once, every message of aggregates (every object when
+// nil) held at 'infinity' behind an earlier message of its object that is
+// no longer pending at that endpoint. The fan-out and the dispatchers'
+// records do not lock each other out: a record that settles a message
+// cannot see a successor a concurrent fan-out has not committed yet, so
+// that successor is released here, after the fan-out committed.
+func Release(ctx context.Context, pool *pgxpool.Pool, aggregates []string) error {
+	if aggregates != nil && len(aggregates) == 0 {
+		return nil
+	}
+	_, err := pool.Exec(ctx, `
+		UPDATE deliveries d SET next_attempt_at = now()
+		WHERE d.status = 'pending' AND d.next_attempt_at = 'infinity'
+		  AND ($1::text[] IS NULL OR d.aggregate = ANY($1))
+		  AND (`+headOf("d.aggregate", "d.endpoint_id")+`) = d.sequence`, aggregates)
+	if err != nil {
+		return fmt.Errorf("release held messages: %w", err)
+	}
+	return nil
 }
 
 // FanOut hands up to limit placed messages after the relay's place to the
 // endpoints subscribed to their types (created before the message), in one
 // transaction with the relay's move, and returns how many messages it
-// read: 0 when another instance is fanning out.
-func FanOut(ctx context.Context, pool *pgxpool.Pool, limit int) (int, error) {
-	var n int
+// read (0 when another instance is fanning out) and their objects.
+func FanOut(ctx context.Context, pool *pgxpool.Pool, limit int) (int, []string, error) {
+	var (
+		n    int
+		aggs []string
+	)
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		from, err := outbox.LockRelayTx(ctx, tx, relayName)
 		if errors.Is(err, outbox.ErrRelayBusy) {
@@ -197,20 +248,15 @@ func FanOut(ctx context.Context, pool *pgxpool.Pool, limit int) (int, error) {
 			return err
 		}
 		n = len(msgs)
+		aggs = make([]string, n)
 		var (
-			ids, types, aggs = make([]string, n), make([]string, n), make([]string, n)
-			created          = make([]time.Time, n)
-			seqs, positions  = make([]int64, n), make([]int64, n)
+			ids, types      = make([]string, n), make([]string, n)
+			created         = make([]time.Time, n)
+			seqs, positions = make([]int64, n), make([]int64, n)
 		)
 		for i, m := range msgs {
 			ids[i], types[i], aggs[i] = m.ID, m.Type, string(m.AggregateType)+"/"+m.AggregateID
 			created[i], seqs[i], positions[i] = m.CreatedAt, m.Sequence, m.Position
-		}
-		// The endpoints' row locks order this with the dispatchers'
-		// records: a delivery held behind an earlier one of its object is
-		// released by the record that settles that one, which must see it.
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM endpoints ORDER BY id FOR SHARE`); err != nil {
-			return err
 		}
 		// A message goes at once when it is the first of its object in the
 		// batch and nothing of its object is pending at the endpoint (what
@@ -238,12 +284,13 @@ func FanOut(ctx context.Context, pool *pgxpool.Pool, limit int) (int, error) {
 			ids, created, types, aggs, seqs, positions); err != nil {
 			return err
 		}
+		aggs = slices.Compact(slices.Sorted(slices.Values(aggs)))
 		return outbox.AdvanceRelayTx(ctx, tx, relayName, msgs[n-1].Position)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("fan out messages: %w", err)
+		return 0, nil, fmt.Errorf("fan out messages: %w", err)
 	}
-	return n, nil
+	return n, aggs, nil
 }
 
 // Kick queues a dispatcher for every enabled endpoint with a message due
@@ -251,8 +298,9 @@ func FanOut(ctx context.Context, pool *pgxpool.Pool, limit int) (int, error) {
 // is left to it (the job is unique per endpoint).
 func Kick(ctx context.Context, pool *pgxpool.Pool, rc *river.Client[pgx.Tx]) error {
 	rows, err := pool.Query(ctx, `
-		SELECT DISTINCT d.endpoint_id FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id AND e.status = 'enabled'
-		WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND (d.claimed_until IS NULL OR d.claimed_until <= now())`)
+		SELECT e.id FROM endpoints e WHERE e.status = 'enabled' AND EXISTS (
+			SELECT 1 FROM deliveries d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= now()
+			  AND (d.claimed_until IS NULL OR d.claimed_until <= now()))`)
 	if err != nil {
 		return fmt.Errorf("find endpoints with messages due: %w", err)
 	}

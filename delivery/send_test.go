@@ -390,7 +390,9 @@ func TestSendSignErrors(t *testing.T) {
 func TestSendStatuses(t *testing.T) {
 	t.Parallel()
 
-	future := time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
+	// future stands for an HTTP date an hour from when the subtest runs:
+	// parallel subtests may wait long for a slot.
+	const future = "<an hour from now>"
 	tests := []struct {
 		status         int
 		retryAfter     string
@@ -419,9 +421,13 @@ func TestSendStatuses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%d %q", tt.status, tt.retryAfter), func(t *testing.T) {
 			t.Parallel()
+			retryAfter := tt.retryAfter
+			if retryAfter == future {
+				retryAfter = time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
+			}
 			srv := newTestServer(t, false, func(w http.ResponseWriter, _ *http.Request) {
-				if tt.retryAfter != "" {
-					w.Header().Set("Retry-After", tt.retryAfter)
+				if retryAfter != "" {
+					w.Header().Set("Retry-After", retryAfter)
 				}
 				w.WriteHeader(tt.status)
 			})

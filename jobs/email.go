@@ -45,11 +45,16 @@ const (
 	// PAYGATE_DELIVERY_DISABLE_AFTER); ObjectID is
 	// "<endpoint id>/<Unix seconds of the disabling>".
 	EmailEndpointDisabled EmailKind = "endpoint_disabled"
+	// EmailNATSUnavailable goes to ops once per outage of publishing to
+	// NATS JetStream, when it has failed for 15 minutes without a success;
+	// ObjectID is "nats/<Unix seconds of the first failure>" and Reason
+	// the last error.
+	EmailNATSUnavailable EmailKind = "nats_unavailable"
 )
 
 // EmailKinds lists every kind.
 var EmailKinds = []EmailKind{EmailPaymentReceipt, EmailRefundConfirmation, EmailDisputeAlert, EmailPoisonAlert,
-	EmailRefundFailedAlert, EmailReconciliationAlert, EmailEndpointDisabled}
+	EmailRefundFailedAlert, EmailReconciliationAlert, EmailEndpointDisabled, EmailNATSUnavailable}
 
 // EmailStatus is where an outbox row stands.
 type EmailStatus string
@@ -144,7 +149,8 @@ func (e Email) validate() error {
 		return fmt.Errorf("%w: currency %q is not a lowercase ISO code", ErrInvalidEmail, e.Currency)
 	case (e.Amount == "") != (e.Currency == ""):
 		return fmt.Errorf("%w: an amount goes with its currency", ErrInvalidEmail)
-	case e.Kind != EmailPoisonAlert && e.Kind != EmailReconciliationAlert && e.Kind != EmailEndpointDisabled && e.Amount == "":
+	case e.Kind != EmailPoisonAlert && e.Kind != EmailReconciliationAlert && e.Kind != EmailEndpointDisabled &&
+		e.Kind != EmailNATSUnavailable && e.Amount == "":
 		return fmt.Errorf("%w: %s without an amount", ErrInvalidEmail, e.Kind)
 	}
 	return nil
@@ -348,7 +354,7 @@ func sendable(recipient string) bool {
 
 func noRecipientReason(kind EmailKind) string {
 	switch kind {
-	case EmailDisputeAlert, EmailPoisonAlert, EmailRefundFailedAlert:
+	case EmailDisputeAlert, EmailPoisonAlert, EmailRefundFailedAlert, EmailNATSUnavailable:
 		return "no recipient: PAYGATE_OPS_EMAIL is not set"
 	case EmailReconciliationAlert:
 		return "no recipient: neither PAYGATE_FINANCE_EMAIL nor PAYGATE_OPS_EMAIL is set"

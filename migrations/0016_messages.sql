@@ -119,6 +119,8 @@ CREATE INDEX deliveries_due_all_idx ON deliveries (next_attempt_at) WHERE status
 -- An object's pending messages at each endpoint, in order: the fan-out
 -- asks for a batch's objects, a dispatcher for one object at one endpoint.
 CREATE INDEX deliveries_order_idx ON deliveries (aggregate, endpoint_id, sequence) WHERE status = 'pending';
+-- The messages being sent (claimed), counted against the in-flight bound.
+CREATE INDEX deliveries_claimed_idx ON deliveries (endpoint_id) WHERE claimed_until IS NOT NULL;
 CREATE INDEX deliveries_list_idx ON deliveries (endpoint_id, position DESC);
 CREATE INDEX deliveries_message_idx ON deliveries (message_id);
 CREATE INDEX deliveries_pending_created_idx ON deliveries (message_created_at) WHERE status = 'pending';

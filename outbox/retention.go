@@ -44,14 +44,17 @@ func EnsurePartitions(ctx context.Context, q Querier, now time.Time) ([]string, 
 type Dropped struct {
 	Partition string
 	Messages  int64 // dropped with it; zero when it was kept
-	Pending   int64 // deliveries still pending, which keep it
+	// Pending counts what keeps it: deliveries still pending, and
+	// messages a relay (a broker's publisher) has not handed on yet.
+	Pending int64
 }
 
 // DropExpired drops every monthly partition whose messages were all
 // created before keepFrom, with their deliveries, each in a short
 // transaction of its own. A month with a delivery still pending anywhere
-// (an endpoint failing, or disabled, keeps its messages until they left)
-// is kept and reported with its Pending count; the next run tries again.
+// (an endpoint failing, or disabled, keeps its messages until they left),
+// or a message a relay has not handed on (a broker down), is kept and
+// reported with its Pending count; the next run tries again.
 func DropExpired(ctx context.Context, db interface {
 	Querier
 	Begin(context.Context) (pgx.Tx, error)

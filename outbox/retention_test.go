@@ -100,9 +100,24 @@ func TestRetention(t *testing.T) {
 	require.NoError(t, owner.QueryRow(ctx, `SELECT count(*) FROM messages_default`).Scan(&inDefault))
 	require.Zero(t, inDefault, "every message went to its month's partition")
 
+	// Messages not placed in the feed yet, or placed but not handed on
+	// by a relay (a broker's publisher, down), keep their month.
+	dropped, err := outbox.DropExpired(ctx, app, held)
+	require.NoError(t, err)
+	require.Equal(t, []outbox.Dropped{{Partition: partitionName(old), Pending: 3}}, dropped, "three unplaced")
+	_, err = outbox.Sequence(ctx, app, 100)
+	require.NoError(t, err)
+	_, err = owner.Exec(ctx, `INSERT INTO message_relays (name, position) VALUES ('nats', 0)`)
+	require.NoError(t, err)
+	dropped, err = outbox.DropExpired(ctx, app, held)
+	require.NoError(t, err)
+	require.Equal(t, []outbox.Dropped{{Partition: partitionName(old), Pending: 3}}, dropped, "three the relay has not handed on")
+	_, err = owner.Exec(ctx, `UPDATE message_relays SET position = (SELECT max(position) FROM messages)`)
+	require.NoError(t, err)
+
 	// Keeping from the first instant of held: old's messages are all
 	// older, to the last microsecond of the month.
-	dropped, err := outbox.DropExpired(ctx, app, held)
+	dropped, err = outbox.DropExpired(ctx, app, held)
 	require.NoError(t, err)
 	require.Equal(t, []outbox.Dropped{{Partition: partitionName(old), Messages: 3}}, dropped)
 	require.False(t, partitionExists(t, owner, partitionName(old)))

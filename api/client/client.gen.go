@@ -601,6 +601,33 @@ type AuditPage struct {
 	NextCursor *string      `json:"next_cursor"`
 }
 
+// Broker defines model for Broker.
+type Broker struct {
+	// AlertedAt when ops were emailed about this outage
+	AlertedAt *time.Time `json:"alerted_at"`
+
+	// Backlog messages waiting to be published
+	Backlog int `json:"backlog"`
+
+	// Configured false when PAYGATE_NATS_URL is not set
+	Configured bool `json:"configured"`
+
+	// Connected this instance's connection
+	Connected bool `json:"connected"`
+
+	// FailingSince first failure since the last success; null while publishing works
+	FailingSince *time.Time `json:"failing_since"`
+	LastError    *string    `json:"last_error"`
+
+	// OldestSeconds age of the oldest of them
+	OldestSeconds float32 `json:"oldest_seconds"`
+	Stream        *string `json:"stream"`
+	SubjectPrefix *string `json:"subject_prefix"`
+
+	// URL the server's, without credentials
+	URL *string `json:"url"`
+}
+
 // BulkReplayRequest defines model for BulkReplayRequest.
 type BulkReplayRequest struct {
 	// DryRun only count the matching events
@@ -2088,6 +2115,11 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/ops/audit (the `ListAuditEntries` operationId).
 	ListAuditEntries(ctx context.Context, params *ListAuditEntriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetBroker Where publishing to NATS JetStream stands
+	//
+	// Corresponds with GET /v1/ops/broker (the `GetBroker` operationId).
+	GetBroker(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DiscardEventWithBody Discard one event with a reason
 	//
 	// Takes any type of body and a specified content type.
@@ -2678,6 +2710,21 @@ func (c *Client) ResendMessage(ctx context.Context, messageID MessageID, params 
 // Corresponds with GET /v1/ops/audit (the `ListAuditEntries` operationId).
 func (c *Client) ListAuditEntries(ctx context.Context, params *ListAuditEntriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListAuditEntriesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetBroker Where publishing to NATS JetStream stands
+//
+// Corresponds with GET /v1/ops/broker (the `GetBroker` operationId).
+func (c *Client) GetBroker(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetBrokerRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -4251,6 +4298,33 @@ func NewListAuditEntriesRequest(server string, params *ListAuditEntriesParams) (
 	return req, nil
 }
 
+// NewGetBrokerRequest constructs an http.Request for the GetBroker method
+func NewGetBrokerRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/ops/broker")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewDiscardEventRequest calls the generic DiscardEvent builder with application/json body
 func NewDiscardEventRequest(server string, provider Provider, eventID EventID, params *DiscardEventParams, body DiscardEventJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -5591,6 +5665,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/ops/audit (the `ListAuditEntries` operationId).
 	ListAuditEntriesWithResponse(ctx context.Context, params *ListAuditEntriesParams, reqEditors ...RequestEditorFn) (*ListAuditEntriesResponse, error)
+
+	// GetBrokerWithResponse Where publishing to NATS JetStream stands
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/ops/broker (the `GetBroker` operationId).
+	GetBrokerWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetBrokerResponse, error)
 
 	// DiscardEventWithBodyWithResponse Discard one event with a reason
 	//
@@ -7778,6 +7859,96 @@ func (r ListAuditEntriesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListAuditEntriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetBrokerResponse401Headers the declared response headers of an HTTP 401 response for GetBroker
+type GetBrokerResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// GetBrokerResponse503Headers the declared response headers of an HTTP 503 response for GetBroker
+type GetBrokerResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetBrokerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Broker
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *InternalError
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetBrokerResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetBrokerResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetBrokerResponse) GetJSON200() *Broker {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetBrokerResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetBrokerResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetBrokerResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetBrokerResponse) GetApplicationProblemJSON500() *InternalError {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetBrokerResponse) GetApplicationProblemJSON503() *Unavailable {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetBrokerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetBrokerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetBrokerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetBrokerResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10005,6 +10176,19 @@ func (c *ClientWithResponses) ListAuditEntriesWithResponse(ctx context.Context, 
 	return ParseListAuditEntriesResponse(rsp)
 }
 
+// GetBrokerWithResponse Where publishing to NATS JetStream stands
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/ops/broker (the `GetBroker` operationId).
+func (c *ClientWithResponses) GetBrokerWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetBrokerResponse, error) {
+	rsp, err := c.GetBroker(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetBrokerResponse(rsp)
+}
+
 // DiscardEventWithBodyWithResponse Discard one event with a reason
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -12180,6 +12364,90 @@ func ParseListAuditEntriesResponse(rsp *http.Response) (*ListAuditEntriesRespons
 		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers ListAuditEntriesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetBrokerResponse parses an HTTP response from a GetBrokerWithResponse call
+func ParseGetBrokerResponse(rsp *http.Response) (*GetBrokerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetBrokerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Broker
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetBrokerResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetBrokerResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/delivery"
+	"github.com/paygate/paygate/delivery/natsjs"
 	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/outbox"
 	"github.com/paygate/paygate/provider/adyen"
@@ -45,6 +46,11 @@ type config struct {
 	DeliveryTimeout      time.Duration
 	DeliverySchedule     []time.Duration
 	DeliveryDisableAfter time.Duration
+	// NATS JetStream: publishing is on when NATSURL is set.
+	NATSURL           string
+	NATSCreds         string
+	NATSStream        string
+	NATSSubjectPrefix string
 }
 
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/paygate?sslmode=disable"
@@ -73,6 +79,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, err
 	}
 	if err := c.loadDownstream(getenv); err != nil {
+		return c, err
+	}
+	if err := c.loadNATS(getenv); err != nil {
 		return c, err
 	}
 	if v := getenv("PAYGATE_PROCESS_MAX_ATTEMPTS"); v != "" {
@@ -181,6 +190,26 @@ func (c *config) loadDownstream(getenv func(string) string) error {
 			return fmt.Errorf("PAYGATE_DELIVERY_DISABLE_AFTER must be a duration of at least 1s, such as 120h, got %q", v)
 		}
 		c.DeliveryDisableAfter = d
+	}
+	return nil
+}
+
+// loadNATS reads the configuration of publishing to NATS JetStream.
+func (c *config) loadNATS(getenv func(string) string) error {
+	c.NATSURL = getenv("PAYGATE_NATS_URL")
+	c.NATSCreds = getenv("PAYGATE_NATS_CREDS")
+	c.NATSStream = or(getenv("PAYGATE_NATS_STREAM"), natsjs.DefaultStream)
+	c.NATSSubjectPrefix = or(getenv("PAYGATE_NATS_SUBJECT_PREFIX"), natsjs.DefaultSubjectPrefix)
+	if err := natsjs.CheckNames(c.NATSStream, c.NATSSubjectPrefix); err != nil {
+		return fmt.Errorf("PAYGATE_NATS_STREAM, PAYGATE_NATS_SUBJECT_PREFIX: %w", err)
+	}
+	if c.NATSURL == "" && c.NATSCreds != "" {
+		return fmt.Errorf("PAYGATE_NATS_CREDS is set without PAYGATE_NATS_URL")
+	}
+	if c.NATSCreds != "" {
+		if _, err := os.Stat(c.NATSCreds); err != nil {
+			return fmt.Errorf("PAYGATE_NATS_CREDS: %w", err)
+		}
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/console"
 	"github.com/paygate/paygate/delivery"
+	"github.com/paygate/paygate/delivery/natsjs"
 	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/provider"
 	"github.com/paygate/paygate/provider/adyen"
@@ -56,12 +57,20 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if cfg.DeliveryAllowPrivate {
 		logger.Warn("PAYGATE_DELIVERY_ALLOW_PRIVATE is true: endpoints may use http and private addresses (development only)")
 	}
+	natsPublisher, err := newNATSPublisher(ctx, cfg, pool, logger, registry)
+	if err != nil {
+		return err
+	}
+	defer natsPublisher.Close()
 	jobClient, err = jobs.NewClient(pool, jobs.Config{
 		Logger:             logger,
 		ProcessMaxAttempts: cfg.ProcessMaxAttempts,
 		Email:              jobs.EmailConfig{SMTPURL: cfg.SMTPURL, From: cfg.EmailFrom, OpsEmail: cfg.OpsEmail, FinanceEmail: cfg.FinanceEmail},
 		Register: func(w *river.Workers) []*river.PeriodicJob {
 			river.AddWorker(w, &delivery.DeliverWorker{Dispatcher: dispatcher})
+			if natsPublisher != nil {
+				river.AddWorker(w, &natsjs.Worker{Publisher: natsPublisher})
+			}
 			return reconcileHook(w)
 		},
 		Queues:            map[string]river.QueueConfig{delivery.QueueDelivery: {MaxWorkers: deliveryWorkers}},
@@ -87,6 +96,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		FinanceTokens:  cfg.FinanceTokens,
 		ConsumerTokens: cfg.ConsumerTokens,
 		Delivery:       delivery.NewStore(pool, guard),
+		NATS:           natsPublisher,
 		Logger:         logger,
 		Registry:       registry,
 		RiverUI:        true,
@@ -150,7 +160,8 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	relayDone := make(chan struct{})
 	go func() {
 		defer close(relayDone)
-		delivery.NewRelay(delivery.RelayConfig{Pool: pool, River: jobClient.River, Logger: logger}).Run(relayCtx)
+		delivery.NewRelay(delivery.RelayConfig{Pool: pool, River: jobClient.River, Logger: logger,
+			AfterStep: func(ctx context.Context) error { return natsPublisher.Kick(ctx, jobClient.River) }}).Run(relayCtx)
 	}()
 	defer func() { stopRelay(); <-relayDone }()
 	serveErr := make(chan error, 1)
@@ -176,6 +187,27 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	stopWorkers(jobClient, cfg.ShutdownTimeout, logger)
 	logger.Info("stopped")
 	return nil
+}
+
+// newNATSPublisher connects to NATS JetStream when PAYGATE_NATS_URL is set
+// (nil otherwise: publishing off) and creates the stream when missing. A
+// server that cannot be reached is logged, not fatal: messages wait in the
+// outbox, and the publisher's job retries.
+func newNATSPublisher(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Registerer) (*natsjs.Publisher, error) {
+	if cfg.NATSURL == "" {
+		return nil, nil
+	}
+	p, err := natsjs.New(natsjs.Config{
+		URL: cfg.NATSURL, Creds: cfg.NATSCreds, Stream: cfg.NATSStream, SubjectPrefix: cfg.NATSSubjectPrefix,
+		MaxAge: cfg.MessageRetention, Pool: pool, OpsEmail: cfg.OpsEmail, Logger: logger, Registerer: reg,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("PAYGATE_NATS_URL: %w", err)
+	}
+	if err := p.EnsureStream(ctx); err != nil {
+		logger.Warn("nats: the stream could not be checked at start; publishing retries until it can", "error", err.Error())
+	}
+	return p, nil
 }
 
 // deliveryWorkers is how many endpoints are sent to at once per instance:
