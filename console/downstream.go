@@ -139,6 +139,9 @@ type endpointsData struct {
 	Form      endpointForm
 	FormErr   string
 	Key       string
+	// Broker is where publishing to NATS JetStream stands; nil when it
+	// could not be read.
+	Broker *api.BrokerView
 }
 
 // pendingCountLimit bounds the pending count of each listed endpoint: one
@@ -169,6 +172,10 @@ func (c *Console) renderEndpoints(ec echo.Context, status int, form endpointForm
 			}
 		}
 		d.Endpoints = append(d.Endpoints, row)
+	}
+	var broker api.BrokerView
+	if b := c.call(ctx, sessionIn(ec).token, http.MethodGet, "/v1/ops/broker", nil, nil, ""); b.ok() && b.decode(&broker) == nil {
+		d.Broker = &broker
 	}
 	return c.render(ec, status, "endpoints", "Downstream", d)
 }

@@ -295,6 +295,8 @@ func TestEndpointFormsOnce(t *testing.T) {
 	require.Contains(t, shown, `id="secret-box"`, "the replayed answer shows the secret")
 	require.Contains(t, shown, b.secret(t, id))
 	require.Contains(t, shown, "already done (the same form sent twice)")
+	require.Contains(t, html.UnescapeString(getPage(t, c, b.srv.URL+"/console/endpoints")), `id="broker-state">Off: set`,
+		"the broker's state beside the endpoints")
 
 	// The API's refusal is shown on the form, which keeps what was typed.
 	form.Set("idempotency_key", "console-other-key")
