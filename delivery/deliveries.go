@@ -160,12 +160,14 @@ const requeueUpsert = `
 		WHERE d.status <> 'pending' AND ($3 OR d.status <> 'succeeded')
 	RETURNING d.message_id`
 
-// requeueHold keeps the requeued messages of $2 behind an earlier message
-// of their object pending at endpoint $1: order per object holds for
-// resends too.
-var requeueHold = `
+// requeueHold puts the objects of the requeued messages $2 back in order
+// at endpoint $1: every pending message of theirs that is not being sent
+// waits at 'infinity' (releaseHeads then lets the first go), so a resent
+// message goes before the later messages of its object pending there.
+const requeueHold = `
 	UPDATE deliveries d SET next_attempt_at = 'infinity'
-	WHERE d.endpoint_id = $1 AND d.message_id = ANY($2) AND (` + headOf("d.aggregate", "$1") + `) < d.sequence`
+	WHERE d.endpoint_id = $1 AND d.status = 'pending' AND (d.claimed_until IS NULL OR d.claimed_until <= now())
+	  AND d.aggregate IN (SELECT r.aggregate FROM deliveries r WHERE r.endpoint_id = $1 AND r.message_id = ANY($2))`
 
 // Resend sends message messageID to endpoint endpointID again, as a new
 // series of attempts, whether it succeeded there or not; a delivery
@@ -211,7 +213,18 @@ func (s *Store) requeue(ctx context.Context, endpointID string, ids []string, ev
 			return err
 		}
 		n = len(requeued)
-		_, err = tx.Exec(ctx, requeueHold, endpointID, requeued)
+		if n == 0 {
+			return nil
+		}
+		var aggregates []string
+		if err := tx.QueryRow(ctx, `SELECT array_agg(DISTINCT aggregate) FROM deliveries
+			WHERE endpoint_id = $1 AND message_id = ANY($2)`, endpointID, requeued).Scan(&aggregates); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, requeueHold, endpointID, requeued); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, releaseHeads, aggregates, endpointID)
 		return err
 	})
 	if err != nil {

@@ -195,22 +195,17 @@ func (d *Dispatcher) claim(ctx context.Context, endpointID string) (Endpoint, []
 		if free <= 0 {
 			return nil
 		}
-		// The due messages are the heads of their objects' queues here
-		// (the fan-out and the records hold the others at 'infinity'); the
-		// check of each against an earlier pending message of its object
-		// is a safety net, run on a bounded set of candidates only, so no
-		// plan (a new table's statistics) can make it scan the queue once
-		// per row.
+		// The due messages are the heads of their objects' queues here:
+		// the fan-out, the records and the requeues keep every other
+		// pending message of an object at 'infinity' (releaseHeads), so no
+		// check against its predecessors is needed, and none can turn into
+		// a scan of the queue per row when the statistics are stale.
 		rows, err := tx.Query(ctx, `
-			WITH candidates AS MATERIALIZED (
-				SELECT d.message_id, d.aggregate, d.sequence, d.next_attempt_at FROM deliveries d
+			WITH due AS (
+				SELECT d.message_id FROM deliveries d
 				WHERE d.endpoint_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= now()
 				  AND (d.claimed_until IS NULL OR d.claimed_until <= now())
-				ORDER BY d.next_attempt_at LIMIT $2 * 4
-			), due AS (
-				SELECT c.message_id FROM candidates c
-				WHERE (`+headOf("c.aggregate", "$1")+`) = c.sequence
-				ORDER BY c.next_attempt_at LIMIT $2
+				ORDER BY d.next_attempt_at LIMIT $2
 			)
 			UPDATE deliveries d SET claimed_until = now() + make_interval(secs => $3)
 			FROM due
@@ -336,11 +331,7 @@ func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e End
 			e.ID, ids, statuses, attempts, series, next, at, codes, errs)
 		if len(settled) > 0 {
 			// The next pending message of each settled object goes now.
-			batch.Queue(`
-				UPDATE deliveries d SET next_attempt_at = now()
-				WHERE d.endpoint_id = $1 AND d.aggregate = ANY($2) AND d.status = 'pending'
-				  AND d.next_attempt_at = 'infinity' AND (`+headOf("d.aggregate", "$1")+`) = d.sequence`,
-				e.ID, settled)
+			batch.Queue(releaseHeads, settled, e.ID)
 		}
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return fmt.Errorf("record %d attempts at %s: %w", len(ids), e.ID, err)
@@ -353,6 +344,9 @@ func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e End
 // its failing streak; a failure starts one, and disables the endpoint once
 // it lasted DisableAfter; a 410 disables it at once.
 func (d *Dispatcher) health(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e Endpoint, success, failure, gone bool) error {
+	if !gone && healthUnchanged(e, success, failure, time.Now(), d.config.DisableAfter) {
+		return nil
+	}
 	var (
 		reason   string
 		disabled bool
@@ -395,14 +389,38 @@ func (d *Dispatcher) health(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx
 	return err
 }
 
-// headOf is the sequence of the first pending message of aggregate at
-// endpoint, as a scalar subquery. Its ORDER BY is the order index's own
-// columns, so the plan is that index's first entry whatever the
-// statistics say (an anti-join, planned on a new table's empty
-// statistics, scanned the endpoint's whole queue once per row).
-func headOf(aggregate, endpoint string) string {
-	return `SELECT h.sequence FROM deliveries h WHERE h.aggregate = ` + aggregate + ` AND h.endpoint_id = ` + endpoint +
-		` AND h.status = 'pending' ORDER BY h.aggregate, h.endpoint_id, h.sequence LIMIT 1`
+// releaseHeads lets the first pending message of each object of $1 (all
+// objects when NULL) go at once where it is held at 'infinity', at
+// endpoint $2 (every endpoint when NULL): the one step every writer of the
+// queue ends with. Set-based (one ordered pass over the objects' pending
+// messages), so stale statistics cannot make it a scan per row.
+const releaseHeads = `
+	UPDATE deliveries d SET next_attempt_at = now()
+	FROM (SELECT DISTINCT ON (p.aggregate, p.endpoint_id) p.endpoint_id, p.message_id, p.next_attempt_at
+	      FROM deliveries p
+	      WHERE p.status = 'pending' AND ($1::text[] IS NULL OR p.aggregate = ANY($1))
+	        AND ($2::text IS NULL OR p.endpoint_id = $2)
+	      ORDER BY p.aggregate, p.endpoint_id, p.sequence) h
+	WHERE h.next_attempt_at = 'infinity' AND d.endpoint_id = h.endpoint_id AND d.message_id = h.message_id`
+
+// healthRefresh is how stale an endpoint's last_success_at and
+// last_failure_at may be before a record writes them again: writing the
+// endpoint's row at every batch would line its lanes up behind that row.
+const healthRefresh = 5 * time.Second
+
+// healthUnchanged reports whether a batch leaves the endpoint's standing as
+// e (read at the claim) had it: successes of a healthy endpoint, or
+// failures within a streak too young to disable it, with the times shown
+// fresh enough.
+func healthUnchanged(e Endpoint, success, failure bool, now time.Time, disableAfter time.Duration) bool {
+	recent := func(t *time.Time) bool { return t != nil && now.Sub(*t) < healthRefresh }
+	switch {
+	case success && !failure:
+		return e.FailingSince == nil && recent(e.LastSuccessAt)
+	case failure && !success:
+		return e.FailingSince != nil && now.Sub(*e.FailingSince) < disableAfter-healthRefresh && recent(e.LastFailureAt)
+	}
+	return false
 }
 
 // failure says why an attempt failed, for the delivery's record.

@@ -215,11 +215,7 @@ func Release(ctx context.Context, pool *pgxpool.Pool, aggregates []string) error
 	if aggregates != nil && len(aggregates) == 0 {
 		return nil
 	}
-	_, err := pool.Exec(ctx, `
-		UPDATE deliveries d SET next_attempt_at = now()
-		WHERE d.status = 'pending' AND d.next_attempt_at = 'infinity'
-		  AND ($1::text[] IS NULL OR d.aggregate = ANY($1))
-		  AND (`+headOf("d.aggregate", "d.endpoint_id")+`) = d.sequence`, aggregates)
+	_, err := pool.Exec(ctx, releaseHeads, aggregates, nil)
 	if err != nil {
 		return fmt.Errorf("release held messages: %w", err)
 	}
