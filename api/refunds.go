@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -55,6 +56,8 @@ func (s *Server) createRefund(c echo.Context) error {
 	n := refund.New{
 		PaymentID: c.Param("payment_id"), Reason: body.Reason, Note: strings.TrimSpace(body.Note),
 		Actor: callerOf(c).Identity, IdempotencyKey: IdempotencyKeyOf(c),
+		// Refused now, not accepted to fail later: nothing is recorded.
+		CanRefund: s.config.Jobs.CanRefund,
 	}
 	if body.Amount != nil {
 		amount, err := decimal.NewFromString(*body.Amount)
@@ -69,12 +72,11 @@ func (s *Server) createRefund(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	r, err := refund.CreateTx(ctx, tx, n)
+	if errors.Is(err, refund.ErrUnsupportedProvider) {
+		return fmt.Errorf("%w (%s)", err, refundClientSettings)
+	}
 	if err != nil {
 		return err
-	}
-	if !s.config.Jobs.CanRefund(r.Provider) {
-		// Refused now, not accepted to fail later: nothing is recorded.
-		return fmt.Errorf("%w: no refund client is configured for %s (PAYGATE_STRIPE_API_KEY)", refund.ErrUnsupportedProvider, r.Provider)
 	}
 	if err := s.config.Jobs.InsertSubmitRefundTx(ctx, tx, r.ID); err != nil {
 		return err
@@ -86,6 +88,10 @@ func (s *Server) createRefund(c echo.Context) error {
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/refund-requests/"+r.ID)
 	return writeJSON(c, http.StatusAccepted, NewRefundRequestView(r))
 }
+
+// refundClientSettings names what configures each provider's refund
+// client, for the operator who meets a refusal.
+const refundClientSettings = "Stripe: PAYGATE_STRIPE_API_KEY; Adyen: PAYGATE_ADYEN_API_KEY and PAYGATE_ADYEN_MERCHANT_ACCOUNT"
 
 // refundAuditReason is what the audit log says of a request: its amount,
 // payment and the operator's words.

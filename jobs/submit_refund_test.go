@@ -58,7 +58,7 @@ func (b *sagaBundle) request(t *testing.T, paymentID, amount string) refund.Requ
 	var r refund.Request
 	require.NoError(t, pgx.BeginFunc(ctx, b.world.Pool, func(tx pgx.Tx) error {
 		var err error
-		n := refund.New{PaymentID: paymentID, Actor: "ops:test", Reason: "requested_by_customer"}
+		n := refund.New{PaymentID: paymentID, Actor: "ops:test", Reason: "requested_by_customer", CanRefund: b.world.Jobs.CanRefund}
 		if amount != "" {
 			n.Amount = decimal.NewNullDecimal(decimal.RequireFromString(amount))
 		}

@@ -103,13 +103,14 @@ type New struct {
 	Note           string
 	Actor          string
 	IdempotencyKey string
+	// CanRefund reports whether refunds can be started at a provider: a
+	// refund client is configured for it (jobs.Client.CanRefund). CreateTx
+	// refuses a payment whose provider it rejects; nil rejects every one.
+	CanRefund func(provider string) bool
 }
 
 // maxNote bounds the free text an operator may attach.
 const maxNote = 500
-
-// Providers that paygate can start refunds at.
-var supported = map[string]bool{"stripe": true}
 
 // CreateTx records a refund request in tx: it locks the payment's row, so
 // that concurrent requests for one payment are decided one after the other
@@ -119,7 +120,8 @@ var supported = map[string]bool{"stripe": true}
 //
 // It fails with ErrInvalidRequest (an amount that is not positive or has
 // more decimals than the currency, an unknown reason, a note over 500
-// characters), ErrPaymentNotFound, ErrUnsupportedProvider, or
+// characters), ErrPaymentNotFound, ErrUnsupportedProvider (n.CanRefund
+// rejects the payment's provider), or
 // ErrExceedsRefundable (the amount, or nothing, is refundable).
 func CreateTx(ctx context.Context, tx pgx.Tx, n New) (Request, error) {
 	if n.Reason != "" && !contains(Reasons, n.Reason) {
@@ -156,8 +158,8 @@ func CreateTx(ctx context.Context, tx pgx.Tx, n New) (Request, error) {
 	if err != nil {
 		return Request{}, fmt.Errorf("sum open refund requests of %s: %w", n.PaymentID, err)
 	}
-	if !supported[provider] {
-		return Request{}, fmt.Errorf("%w: %s", ErrUnsupportedProvider, provider)
+	if n.CanRefund == nil || !n.CanRefund(provider) {
+		return Request{}, fmt.Errorf("%w: no refund client is configured for %s", ErrUnsupportedProvider, provider)
 	}
 	refundable := captured.Sub(refunded).Sub(reserved)
 	amount := refundable

@@ -28,6 +28,9 @@ func create(t *testing.T, pool *pgxpool.Pool, n refund.New) (refund.Request, err
 	if n.Actor == "" {
 		n.Actor = "ops:test"
 	}
+	if n.CanRefund == nil {
+		n.CanRefund = func(p string) bool { return p == "stripe" }
+	}
 	var r refund.Request
 	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
 		var err error

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -19,27 +20,32 @@ import (
 
 // config is paygate's configuration, read from the environment only.
 type config struct {
-	DatabaseURL        string
-	Addr               string
-	StripeSecrets      []string
-	AdyenHMACKeys      [][]byte
-	AdyenBasicAuth     string
-	StandardSources    []stdwebhooks.Source
-	StripeAPIKey       string
-	StripeAPIURL       string
-	OpsTokens          []string
-	FinanceTokens      []string
-	ProcessMaxAttempts int
-	MaxBodyBytes       int64
-	SMTPURL            string
-	EmailFrom          string
-	OpsEmail           string
-	FinanceEmail       string
-	ReconcileAt        string
-	ShutdownTimeout    time.Duration
-	RefundTimeout      time.Duration
-	PayloadRetention   time.Duration // zero: forever
-	ConsumerTokens     []string
+	DatabaseURL    string
+	Addr           string
+	StripeSecrets  []string
+	AdyenHMACKeys  [][]byte
+	AdyenBasicAuth string
+	// Adyen's Checkout API, for refunds: on when the key and the merchant
+	// account are set.
+	AdyenAPIKey          string
+	AdyenMerchantAccount string
+	AdyenCheckoutURL     string
+	StandardSources      []stdwebhooks.Source
+	StripeAPIKey         string
+	StripeAPIURL         string
+	OpsTokens            []string
+	FinanceTokens        []string
+	ProcessMaxAttempts   int
+	MaxBodyBytes         int64
+	SMTPURL              string
+	EmailFrom            string
+	OpsEmail             string
+	FinanceEmail         string
+	ReconcileAt          string
+	ShutdownTimeout      time.Duration
+	RefundTimeout        time.Duration
+	PayloadRetention     time.Duration // zero: forever
+	ConsumerTokens       []string
 	// Downstream: messages and their delivery.
 	MessageRetention     time.Duration
 	DeliveryAllowPrivate bool
@@ -123,6 +129,15 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("PAYGATE_ADYEN_BASIC_AUTH must be user:password")
 		}
 		c.AdyenBasicAuth = v
+	}
+	c.AdyenAPIKey = getenv("PAYGATE_ADYEN_API_KEY")
+	c.AdyenMerchantAccount = getenv("PAYGATE_ADYEN_MERCHANT_ACCOUNT")
+	c.AdyenCheckoutURL = strings.TrimRight(or(getenv("PAYGATE_ADYEN_CHECKOUT_URL"), adyen.DefaultCheckoutURL), "/")
+	if (c.AdyenAPIKey == "") != (c.AdyenMerchantAccount == "") {
+		return c, fmt.Errorf("PAYGATE_ADYEN_API_KEY and PAYGATE_ADYEN_MERCHANT_ACCOUNT are set together (refunds need both)")
+	}
+	if u, err := url.Parse(c.AdyenCheckoutURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return c, fmt.Errorf("PAYGATE_ADYEN_CHECKOUT_URL must be an absolute https URL such as %s", adyen.DefaultCheckoutURL)
 	}
 	if c.StandardSources, err = stdwebhooks.ParseSources(getenv("PAYGATE_STANDARD_WEBHOOK_SOURCES")); err != nil {
 		return c, fmt.Errorf("PAYGATE_STANDARD_WEBHOOK_SOURCES: %w", err)

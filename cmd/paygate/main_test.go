@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -242,6 +243,10 @@ func TestConfigErrors(t *testing.T) {
 		"retention in hours":    {"PAYGATE_PAYLOAD_RETENTION": "720h"},
 		"retention too short":   {"PAYGATE_PAYLOAD_RETENTION": "7d"},
 		"retention negative":    {"PAYGATE_PAYLOAD_RETENTION": "-400d"},
+		"adyen key alone":       {"PAYGATE_ADYEN_API_KEY": "sk_live_oops"},
+		"adyen account alone":   {"PAYGATE_ADYEN_MERCHANT_ACCOUNT": "PaygateECOM"},
+		"adyen url relative": {"PAYGATE_ADYEN_API_KEY": "sk_live_oops", "PAYGATE_ADYEN_MERCHANT_ACCOUNT": "PaygateECOM",
+			"PAYGATE_ADYEN_CHECKOUT_URL": "checkout-test.adyen.com/checkout/v71"},
 	} {
 		_, err := loadConfig(func(k string) string { return env[k] })
 		require.Error(t, err, name)
@@ -257,6 +262,15 @@ func TestConfigErrors(t *testing.T) {
 	require.Equal(t, int64(1048576), cfg.MaxBodyBytes)
 	require.True(t, strings.HasPrefix(cfg.StripeAPIURL, "https://api.stripe.com"))
 	require.Zero(t, cfg.PayloadRetention, "payloads are kept forever unless told")
+	require.Equal(t, "https://checkout-test.adyen.com/checkout/v71", cfg.AdyenCheckoutURL)
+	require.Empty(t, refunders(cfg, slog.New(slog.DiscardHandler)), "no refund client without keys")
+	cfg, err = loadConfig(func(k string) string {
+		return map[string]string{"PAYGATE_ADYEN_API_KEY": "AQE_key", "PAYGATE_ADYEN_MERCHANT_ACCOUNT": "PaygateECOM",
+			"PAYGATE_ADYEN_CHECKOUT_URL": "http://127.0.0.1:9/checkout/v71/"}[k]
+	})
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:9/checkout/v71", cfg.AdyenCheckoutURL)
+	require.Contains(t, refunders(cfg, slog.New(slog.DiscardHandler)), "adyen", "serve registers Adyen's refund client")
 	for v, want := range map[string]time.Duration{"forever": 0, "30d": 30 * 24 * time.Hour, "400d": 400 * 24 * time.Hour} {
 		cfg, err := loadConfig(func(k string) string { return map[string]string{"PAYGATE_PAYLOAD_RETENTION": v}[k] })
 		require.NoError(t, err, v)

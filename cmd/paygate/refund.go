@@ -15,6 +15,8 @@ import (
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/ledger"
+	"github.com/paygate/paygate/provider/adyen"
+	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/refund"
 )
 
@@ -24,8 +26,9 @@ const refundUsage = `usage:
 
 Records a refund request (the whole refundable amount unless --amount is
 given), which a running paygate serve submits to the provider (with its
-PAYGATE_STRIPE_API_KEY; without one the request fails), and follows it for
---wait (0: do not wait), printing each state it reaches.
+PAYGATE_STRIPE_API_KEY, or its PAYGATE_ADYEN_API_KEY and
+PAYGATE_ADYEN_MERCHANT_ACCOUNT; without them the request fails), and
+follows it for --wait (0: do not wait), printing each state it reaches.
 `
 
 func cmdRefund(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {
@@ -77,6 +80,10 @@ func cmdRefund(ctx context.Context, cfg config, logger *slog.Logger, args []stri
 	if err != nil {
 		return err
 	}
+	// The refund clients are serve's, whose configuration this process
+	// need not share: any provider paygate has a refund client for is
+	// accepted, and serve fails a request it cannot submit.
+	n.CanRefund = func(p string) bool { return p == stripe.Name || p == adyen.Name }
 	var r refund.Request
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error

@@ -230,15 +230,28 @@ func stopWorkers(c *jobs.Client, timeout time.Duration, logger *slog.Logger) {
 
 // ingestMode selects how the webhook endpoint commits: "batch" (group
 // refunders are the providers paygate can start refunds at: Stripe, when
-// PAYGATE_STRIPE_API_KEY is set. Without it a refund request is refused at
-// once (422), never accepted to fail later.
+// PAYGATE_STRIPE_API_KEY is set, and Adyen, when PAYGATE_ADYEN_API_KEY and
+// PAYGATE_ADYEN_MERCHANT_ACCOUNT are. A refund request for a provider
+// without one is refused at once (422), never accepted to fail later.
 func refunders(cfg config, logger *slog.Logger) map[string]provider.Refunder {
-	api, err := stripeProvider(cfg, nil)
-	if err != nil {
-		logger.Warn("PAYGATE_STRIPE_API_KEY is empty: refunds cannot be started from paygate")
-		return nil
+	out := map[string]provider.Refunder{}
+	if api, err := stripeProvider(cfg, nil); err == nil {
+		out[stripe.Name] = api
+	} else {
+		logger.Warn("PAYGATE_STRIPE_API_KEY is empty: refunds of Stripe payments cannot be started from paygate")
 	}
-	return map[string]provider.Refunder{stripe.Name: api}
+	if cfg.AdyenAPIKey != "" && cfg.AdyenMerchantAccount != "" {
+		api, err := adyen.NewAPI(adyen.APIConfig{APIKey: cfg.AdyenAPIKey, MerchantAccount: cfg.AdyenMerchantAccount,
+			CheckoutURL: cfg.AdyenCheckoutURL, Timeout: cfg.RefundTimeout})
+		if err != nil {
+			logger.Warn("the Adyen refund client could not be built: refunds of Adyen payments cannot be started from paygate", "error", err.Error())
+		} else {
+			out[adyen.Name] = api
+		}
+	} else {
+		logger.Warn("PAYGATE_ADYEN_API_KEY or PAYGATE_ADYEN_MERCHANT_ACCOUNT is empty: refunds of Adyen payments cannot be started from paygate")
+	}
+	return out
 }
 
 // webhookReceivers builds each provider's Receiver from the configuration:

@@ -131,6 +131,7 @@ func (s *Sim) Capture(paymentPSP string, value int64) (string, Item) {
 	p := s.authorisedLocked("Capture", paymentPSP)
 	psp := s.newPSPLocked()
 	p.captures[psp] = true
+	p.captured += value
 	return psp, s.itemLocked(EventCapture, psp, p, value, true, "", nil)
 }
 
@@ -145,6 +146,7 @@ func (s *Sim) CaptureFailed(paymentPSP, capturePSP string, value int64) Item {
 	if !p.captures[capturePSP] {
 		panic(fmt.Sprintf("adyensim: CaptureFailed: %s is not a capture of %s", capturePSP, paymentPSP))
 	}
+	p.captured -= value
 	return s.itemLocked(EventCaptureFailed, capturePSP, p, value, true, "Capture Failed", map[string]string{"paymentMethodVariant": paymentMethod})
 }
 
@@ -190,6 +192,8 @@ func (s *Sim) Refund(paymentPSP string, value int64, success bool) (string, Item
 	reason := ""
 	if !success {
 		reason = "Insufficient balance on payment"
+	} else {
+		p.refunded += value
 	}
 	return psp, s.itemLocked(EventRefund, psp, p, value, success, reason, nil)
 }
@@ -202,6 +206,7 @@ func (s *Sim) RefundFailed(paymentPSP, refundPSP string, value int64) Item {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.refundOfLocked("RefundFailed", paymentPSP, refundPSP)
+	p.refunded -= value
 	return s.itemLocked(EventRefundFailed, refundPSP, p, value, true, "Refund Failed", map[string]string{"paymentMethodVariant": paymentMethod})
 }
 
@@ -213,6 +218,7 @@ func (s *Sim) RefundedReversed(paymentPSP, refundPSP string, value int64) Item {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.refundOfLocked("RefundedReversed", paymentPSP, refundPSP)
+	p.refunded -= value
 	return s.itemLocked(EventRefundedReversed, refundPSP, p, value, true, "", nil)
 }
 

@@ -42,6 +42,8 @@ const (
 	// DefaultLocation is the zone eventDates are written in: Adyen writes
 	// them in Amsterdam time, +01:00 in winter and +02:00 in summer.
 	DefaultLocation = "Europe/Amsterdam"
+	// DefaultAPIKey is the web service user's key the Checkout API takes.
+	DefaultAPIKey = "AQEyhmfxsim_test_api_key_not_a_secret"
 )
 
 // Config configures a Sim. Every field is optional.
@@ -67,6 +69,9 @@ type Config struct {
 	EscapeSlashes bool
 	// Client sends Deliver's requests; one with a 10s timeout if nil.
 	Client *http.Client
+	// APIKey is the key the Checkout API takes (X-API-Key);
+	// DefaultAPIKey if empty.
+	APIKey string
 }
 
 // Sim is a simulated Adyen merchant account. It is safe for concurrent use.
@@ -84,6 +89,8 @@ type Sim struct {
 
 	refs     map[string]bool     // every pspReference handed out
 	payments map[string]*payment // by the payment's pspReference
+
+	checkout checkout // the Checkout API's refunds (refunds.go)
 }
 
 type payment struct {
@@ -95,6 +102,10 @@ type payment struct {
 	captures   map[string]bool
 	refunds    map[string]bool
 	disputes   map[string]bool
+	// captured and refunded are Adyen's accounting of the payment, in
+	// minor units: refunds asked through the Checkout API may not exceed
+	// captured − refunded (refunds not refused count).
+	captured, refunded int64
 }
 
 // New returns a simulator with no payments. It panics if Location is nil
@@ -111,6 +122,7 @@ func New(cfg Config) *Sim {
 		client:   cfg.Client,
 		refs:     map[string]bool{},
 		payments: map[string]*payment{},
+		checkout: newCheckout(cfg.APIKey),
 	}
 	if s.merchant == "" {
 		s.merchant = DefaultMerchantAccount

@@ -79,3 +79,29 @@ func FromMinor(value *int64, currency, what string) (decimal.Decimal, string, er
 	}
 	return amount, cur, nil
 }
+
+// ToMinor converts amount, in the ledger's major unit of currency (any
+// case), to Adyen's minor units: 1500 CLP is 150000 (Adyen counts
+// centavos), 12.345 KWD is 12345, 500 JPY is 500.
+//
+// It fails with ledger.ErrUnknownCurrency for a currency the ledger does
+// not know, and with an error for an amount that is negative or not a whole
+// number of Adyen's minor units (IDR cents, which Adyen does not count).
+func ToMinor(amount decimal.Decimal, currency string) (int64, error) {
+	cur := strings.ToLower(currency)
+	exp, err := Exponent(cur)
+	if err != nil {
+		return 0, err
+	}
+	if amount.IsNegative() {
+		return 0, ledger.ErrNegativeAmount
+	}
+	minor := amount.Shift(exp)
+	if !minor.Equal(minor.Truncate(0)) {
+		return 0, fmt.Errorf("%s %s is not a whole number of Adyen's minor units (%d decimals)", amount, strings.ToUpper(cur), exp)
+	}
+	if !minor.LessThanOrEqual(decimal.NewFromInt(1 << 53)) {
+		return 0, fmt.Errorf("%s %s is too large", amount, strings.ToUpper(cur))
+	}
+	return minor.IntPart(), nil
+}

@@ -128,9 +128,13 @@ func (m *mapper) mapItem() error {
 			return permanent("CANCEL_OR_REFUND without additionalData.modification.action cancel or refund")
 		}
 	case CodeRefund:
+		// A refund paygate asked for waits on this: the item names it by
+		// the refund's pspReference (which the request recorded) and by
+		// merchantReference, the reference paygate sent (its request id).
+		m.report(success, "Adyen refused the refund")
 		if !success {
 			// Refused: no money left the balance, but the refund is known
-			// to have failed (a refund paygate asked for waits on this).
+			// to have failed.
 			amount, cur, err := m.amount()
 			if err != nil {
 				return err
@@ -146,6 +150,7 @@ func (m *mapper) mapItem() error {
 		if err != nil {
 			return err
 		}
+		m.report(false, "Adyen reported "+it.EventCode)
 		m.fact(statemachine.FactRefundFailed, it.PspReference, amount, cur)
 		m.post(ledger.NewRefundReversal(RefundReversalRef(it.PspReference), m.out.PaymentID, m.eventID, cur, amount, m.at))
 	case CodeChargeback:
@@ -221,6 +226,19 @@ func (m *mapper) refund() error {
 	m.fact(statemachine.FactRefundSucceeded, psp, amount, cur)
 	m.post(ledger.NewRefund(RefundRef(psp), m.out.PaymentID, m.eventID, cur, amount, m.at))
 	return nil
+}
+
+// report records the item's word on a refund paygate may have asked for.
+// A failure's reason is what, then Adyen's own reason when it gives one.
+func (m *mapper) report(succeeded bool, what string) {
+	rep := provider.RefundReport{Reference: m.item.MerchantReference, ProviderRefundID: m.item.PspReference, Succeeded: succeeded}
+	if !succeeded {
+		rep.FailureReason = what
+		if m.item.Reason != "" {
+			rep.FailureReason += ": " + m.item.Reason
+		}
+	}
+	m.out.Refunds = append(m.out.Refunds, rep)
 }
 
 // disputeLost reports a chargeback Adyen already counts as lost: accepted

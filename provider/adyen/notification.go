@@ -9,7 +9,11 @@
 // is unauthenticated: anyone holding one signed item can resend it with
 // those changed, which is why Basic auth should be configured in front.
 //
-// It must never know the inbox's tables, another provider, or do I/O.
+// It also owns the one call paygate makes to Adyen's Checkout API, a
+// refund (API.Refund); everything else in it is pure.
+//
+// It must never know the inbox's tables or another provider, and nothing
+// but API does I/O.
 package adyen
 
 import (
