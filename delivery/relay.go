@@ -47,9 +47,12 @@ type DeliverWorker struct {
 }
 
 // Timeout lets a dispatcher send for a while: Dispatch stops claiming when
-// less than one attempt's time is left, and the relay queues the next job.
+// less than one attempt's time (and 5 s) is left, and the relay queues the
+// next job. It is also how long an endpoint waits after a crash: River
+// rescues the crashed process's job (unique per endpoint) only once it
+// elapsed, so it is kept short.
 func (w *DeliverWorker) Timeout(*river.Job[DeliverArgs]) time.Duration {
-	return 2*w.Dispatcher.config.Sender.Timeout() + 30*time.Second
+	return w.Dispatcher.config.Sender.Timeout() + 15*time.Second
 }
 
 // Work implements river.Worker.

@@ -20,6 +20,11 @@
 #   5. one `paygate serve` with one endpoint attached (`loadgen receive`, a
 #      local receiver answering 200 at once) at 64 connections: ingest and
 #      end-to-end against step 4's, and the messages delivered per second;
+#   5b. one `paygate serve` publishing to NATS JetStream (PAYGATE_NATS_URL: a
+#      `nats-server -js` of its own, Debian's, installed by
+#      scripts/nats-server.sh when missing, storing under tmp/bench/nats) at
+#      64 connections: ingest and end-to-end against step 4's, and the
+#      messages published per second;
 #   6. scale-out: 1, 2 and 4 instances on the same database behind
 #      `loadgen proxy`, at 64 and 256 connections;
 #   7. the one-event pgbench again (the ratios use the mean of both), and
@@ -36,6 +41,8 @@
 #   BENCH_FLOOR=0                 skips the floor server
 #   BENCH_ENDPOINT=0              skips the run with an endpoint attached;
 #                                 BENCH_ENDPOINT_LEVELS (64)
+#   BENCH_NATS=0                  skips the run publishing to NATS;
+#                                 BENCH_NATS_LEVELS (64)
 #   BENCH_SCALEOUT=0              skips scale-out; BENCH_SCALEOUT_INSTANCES
 #                                 (1 2 4), BENCH_SCALEOUT_LEVELS (64,256),
 #                                 BENCH_SCALEOUT_SECONDS (6)
@@ -158,15 +165,17 @@ wait_ready() { # URL PID LOG
   done
   say "$1 not ready after 20 s"; tail -20 "$3" >&2; return 1
 }
-# start_paygate NAME [POOL]: starts one `paygate serve` (with a pool of
-# POOL connections, pool_max_conns in its URL, when given); sets
+# start_paygate NAME [POOL [VAR=value…]]: starts one `paygate serve` (with a
+# pool of POOL connections, pool_max_conns in its URL, when not empty; with
+# the VAR=value settings besides the bench's, this instance only); sets
 # started_pid and started_base.
 start_paygate() {
   local p log="$out/paygate-$1.log" dburl="$url"
   [[ -n "${2:-}" ]] && dburl="$url&pool_max_conns=$2"
+  shift $(( $# < 2 ? $# : 2 ))
   p=$(free_port)
-  DATABASE_URL="$dburl" PAYGATE_ADDR="127.0.0.1:$p" PAYGATE_STRIPE_WEBHOOK_SECRETS="$secret" \
-    PAYGATE_OPS_TOKENS="$token" PAYGATE_DELIVERY_ALLOW_PRIVATE=true "$out/paygate" serve >"$log" 2>&1 &
+  env DATABASE_URL="$dburl" PAYGATE_ADDR="127.0.0.1:$p" PAYGATE_STRIPE_WEBHOOK_SECRETS="$secret" \
+    PAYGATE_OPS_TOKENS="$token" PAYGATE_DELIVERY_ALLOW_PRIVATE=true "$@" "$out/paygate" serve >"$log" 2>&1 &
   started_pid=$!
   pids+=("$started_pid")
   started_base="http://127.0.0.1:$p"
@@ -214,6 +223,27 @@ if [[ "${BENCH_ENDPOINT:-1}" != 0 ]]; then
     -levels "${BENCH_ENDPOINT_LEVELS:-64}" -pids "$started_pid" -warmup 0 -rate 0
   say "receiver took $(curl -fsS "http://127.0.0.1:$p/count") deliveries"
   stop_all
+fi
+
+if [[ "${BENCH_NATS:-1}" != 0 ]]; then
+  say "paygate, one instance, publishing to NATS JetStream (logs: tmp/bench/paygate-nats.log, tmp/bench/nats.log)"
+  natsbin=$(scripts/nats-server.sh)
+  natsver=$("$natsbin" --version 2>&1 | head -1)
+  rm -rf "$out/nats"
+  # free_port runs in a subshell here: move past each port by hand.
+  np=$(free_port); next_port=$((np + 1))
+  nm=$(free_port); next_port=$((nm + 1))
+  "$natsbin" -js -a 127.0.0.1 -p "$np" -m "$nm" -sd "$out/nats" -n paygate-bench >"$out/nats.log" 2>&1 &
+  pids+=("$!")
+  wait_ready "http://127.0.0.1:$nm/healthz?js-enabled-only=true" "$!" "$out/nats.log"
+  say "$natsver on 127.0.0.1:$np (JetStream, file storage in tmp/bench/nats)"
+  title="$title
+NATS run: $natsver, JetStream file storage on the same machine"
+  start_paygate nats "" PAYGATE_NATS_URL="nats://127.0.0.1:$np"
+  run_loadgen -label paygate-nats -nats -url "$started_base/webhooks/stripe" \
+    -levels "${BENCH_NATS_LEVELS:-64}" -pids "$started_pid" -warmup 0 -rate 0
+  stop_all
+  rm -rf "$out/nats"
 fi
 
 if [[ "${BENCH_SCALEOUT:-1}" != 0 ]]; then

@@ -296,3 +296,26 @@ func TestReportTargets(t *testing.T) {
 	require.Contains(t, line("zero non-2xx"), "NOT MET")
 	require.Contains(t, line("  -c256: wrk's -d bound"), "29000 of 30000 events answered")
 }
+
+// TestReportNATS: the run with publishing on is compared with the one
+// without at the same connections, and publishing keeps up when the last
+// message was published within a second of the last event's applying.
+func TestReportNATS(t *testing.T) {
+	t.Parallel()
+	lv := func(ingest, e2eSeconds float64) level {
+		return level{Connections: 64, Events: 20000, E2ESeconds: e2eSeconds, Wrk: wrkResult{RequestsPerS: ingest}}
+	}
+	on := lv(7000, 11)
+	on.Published, on.PublishSeconds, on.PublishBacklog = 24000, 13, 900
+	r := results{Series: []series{
+		{Label: "paygate", Instances: 1, Levels: []level{lv(7500, 10)}},
+		{Label: "paygate-nats", Instances: 1, NATS: true, Levels: []level{on}},
+	}}
+	var out bytes.Buffer
+	require.Zero(t, report(&out, r, anchors{pgbenchSingle: []float64{3000}}))
+	text := out.String()
+	require.Contains(t, text, "-c64: 24000 messages published 13.0 s after the first send: 1846 messages published/s; 900 not yet published")
+	require.Regexp(t, `64 connections, NATS on: ingest within 10 % of without\s+0\.93×\s+met`, text)
+	require.Regexp(t, `64 connections, NATS on: end-to-end within 10 % of without\s+0\.91×\s+met`, text)
+	require.Regexp(t, `64 connections, NATS on: publishing keeps up \(last published ≤ 1 s after the last applied\)\s+\+2\.0 s\s+NOT MET`, text)
+}

@@ -86,13 +86,15 @@ func report(out io.Writer, r results, a anchors) int64 {
 		}
 		return strconv.FormatFloat(v/base, 'f', 2, 64) + "×"
 	}
-	var floor, main, endpoint *series
+	var floor, main, endpoint, broker *series
 	var scale []*series
 	for i := range r.Series {
 		s := &r.Series[i]
 		switch {
 		case s.Floor:
 			floor = s
+		case s.NATS:
+			broker = s
 		case s.Delivery:
 			endpoint = s
 		case s.Proxied:
@@ -186,6 +188,15 @@ func report(out io.Writer, r results, a anchors) int64 {
 			}
 		}
 	}
+	if broker != nil {
+		bad += levels("paygate, 1 instance, publishing to NATS JetStream (a local nats-server -js, file storage); vs 1: against the run without", broker, main)
+		for _, lv := range broker.Levels {
+			if lv.Published > 0 && lv.PublishSeconds > 0 {
+				fmt.Fprintf(out, "-c%d: %d messages published %.1f s after the first send: %.0f messages published/s; %d not yet published when the last event was applied\n",
+					lv.Connections, lv.Published, lv.PublishSeconds, float64(lv.Published)/lv.PublishSeconds, lv.PublishBacklog)
+			}
+		}
+	}
 	var one *series
 	for _, s := range scale {
 		if s.Instances == 1 {
@@ -235,6 +246,22 @@ func report(out io.Writer, r results, a anchors) int64 {
 				// Keeping up: the last message left within a second of
 				// the last event's applying, whatever the backlog then.
 				fmt.Fprintf(w, "%d connections, one endpoint: delivery keeps up (last delivered ≤ 1 s after the last applied)\t+%.1f s\t%s\t\n", c, lv.DeliverySeconds-lv.E2ESeconds, verdict(lv.DeliverySeconds-lv.E2ESeconds <= 1))
+			}
+		}
+	}
+	if broker != nil && main != nil {
+		for _, lv := range broker.Levels {
+			ref := main.level(lv.Connections)
+			if ref == nil {
+				continue
+			}
+			c := lv.Connections
+			fmt.Fprintf(w, "%d connections, NATS on: ingest within 10 %% of without\t%s\t%s\t\n", c, times(lv.ingest(), ref.ingest()), verdict(lv.ingest() >= 0.9*ref.ingest()))
+			fmt.Fprintf(w, "%d connections, NATS on: end-to-end within 10 %% of without\t%s\t%s\t\n", c, times(lv.e2e(), ref.e2e()), verdict(lv.e2e() >= 0.9*ref.e2e()))
+			if lv.Published > 0 && lv.E2ESeconds > 0 {
+				// As for delivery: the last message acknowledged by
+				// JetStream within a second of the last event's applying.
+				fmt.Fprintf(w, "%d connections, NATS on: publishing keeps up (last published ≤ 1 s after the last applied)\t%+.1f s\t%s\t\n", c, lv.PublishSeconds-lv.E2ESeconds, verdict(lv.PublishSeconds-lv.E2ESeconds <= 1))
 			}
 		}
 	}

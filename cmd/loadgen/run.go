@@ -54,6 +54,7 @@ type runOptions struct {
 	profileOut   string
 	profileToken string
 	delivery     bool
+	nats         bool
 }
 
 func runCommand(args []string) error {
@@ -85,6 +86,7 @@ func runCommand(args []string) error {
 	fs.StringVar(&o.profileOut, "cpuprofile", "", "save a CPU profile of the first instance during the highest level here (needs -ops-token)")
 	fs.StringVar(&o.profileToken, "ops-token", "", "an ops bearer token, for /debug/pprof/")
 	fs.BoolVar(&o.delivery, "delivery", false, "an endpoint is attached: after each level, wait until its messages are delivered (needs -database-url)")
+	fs.BoolVar(&o.nats, "nats", false, "publishing to NATS JetStream is on: after each level, wait until its messages are published (needs -database-url)")
 	_ = fs.Parse(args)
 
 	s, err := run(context.Background(), o)
@@ -107,6 +109,8 @@ type series struct {
 	Poison    int     `json:"poison"`
 	// Delivery: one endpoint was attached, and its deliveries measured.
 	Delivery bool `json:"delivery,omitempty"`
+	// NATS: publishing to NATS JetStream was on, and measured.
+	NATS bool `json:"nats,omitempty"`
 }
 
 // level is one wrk run and what followed it.
@@ -127,10 +131,17 @@ type level struct {
 	Messages        int     `json:"messages,omitempty"`
 	DeliverySeconds float64 `json:"delivery_seconds,omitempty"`
 	Backlog         int     `json:"delivery_backlog,omitempty"`
+	// With publishing to NATS on: the messages written since the first
+	// send, all published (acknowledged by JetStream and marked) by
+	// PublishSeconds after the first send; those not yet published when
+	// the last event was applied.
+	Published      int     `json:"nats_published,omitempty"`
+	PublishSeconds float64 `json:"nats_publish_seconds,omitempty"`
+	PublishBacklog int     `json:"nats_backlog,omitempty"`
 }
 
 func run(ctx context.Context, o runOptions) (series, error) {
-	s := series{Label: o.label, Floor: o.floor, Instances: o.instances, Proxied: o.proxied, Delivery: o.delivery}
+	s := series{Label: o.label, Floor: o.floor, Instances: o.instances, Proxied: o.proxied, Delivery: o.delivery, NATS: o.nats}
 	target, err := url.Parse(o.url)
 	if err != nil || target.Host == "" {
 		return s, fmt.Errorf("-url %q: not an http URL", o.url)
@@ -221,6 +232,12 @@ func run(ctx context.Context, o runOptions) (series, error) {
 					return lv, err
 				}
 				lv.DeliverySeconds = took.Seconds()
+			}
+			if o.nats {
+				if lv.Published, lv.PublishBacklog, took, err = published(ctx, db, start, o.settle); err != nil {
+					return lv, err
+				}
+				lv.PublishSeconds = took.Seconds()
 			}
 		}
 		applied := scrapeAll(bases)
@@ -386,6 +403,42 @@ func delivered(ctx context.Context, db *pgx.Conn, start time.Time, timeout time.
 		}
 		if time.Now().After(deadline) {
 			return 0, 0, 0, fmt.Errorf("deliveries still pending after %s", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// published waits until the nats relay's position reaches the last
+// message placed since start, none of them left unplaced, and returns how
+// many messages there were, how many were not yet published when it began
+// (right after the last event was applied), and how long after start the
+// relay moved last.
+func published(ctx context.Context, db *pgx.Conn, start time.Time, timeout time.Duration) (messages, backlog int, took time.Duration, err error) {
+	deadline := time.Now().Add(timeout)
+	first := true
+	for {
+		var (
+			behind, unplaced int
+			moved            time.Time
+		)
+		err := db.QueryRow(ctx, `
+			WITH r AS (SELECT coalesce((SELECT position FROM message_relays WHERE name = 'nats'), 0) AS position,
+				(SELECT updated_at FROM message_relays WHERE name = 'nats') AS updated_at)
+			SELECT count(m.id), count(*) FILTER (WHERE m.position > r.position), count(*) FILTER (WHERE m.id IS NOT NULL AND m.position IS NULL),
+				coalesce(max(r.updated_at), now())
+			FROM r LEFT JOIN messages m ON m.created_at >= $1
+			GROUP BY r.position`, start).Scan(&messages, &behind, &unplaced, &moved)
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("poll the nats relay: %w", err)
+		}
+		if first {
+			backlog, first = behind+unplaced, false
+		}
+		if messages > 0 && behind == 0 && unplaced == 0 {
+			return messages, backlog, moved.Sub(start), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, 0, fmt.Errorf("%d messages still not published to nats after %s (is PAYGATE_NATS_URL set?)", behind+unplaced, timeout)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

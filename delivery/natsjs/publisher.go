@@ -61,8 +61,8 @@ const (
 	// DefaultBatch is how many messages one transaction publishes, and the
 	// most acknowledgements awaited at once.
 	DefaultBatch      = 256
-	DefaultAckTimeout = 10 * time.Second
-	DefaultBudget     = 30 * time.Second
+	DefaultAckTimeout = 5 * time.Second
+	DefaultBudget     = 10 * time.Second
 )
 
 // ErrNotConnected is a batch's error when the connection to NATS is down:
