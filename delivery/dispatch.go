@@ -105,6 +105,7 @@ func NewDispatcher(config DispatcherConfig) *Dispatcher {
 // claimed is one delivery a dispatcher holds while it sends it.
 type claimed struct {
 	messageID      string
+	createdAt      time.Time // the message's, its partition key
 	aggregate      string
 	attempts       int
 	seriesAttempts int
@@ -210,24 +211,24 @@ func (d *Dispatcher) claim(ctx context.Context, endpointID string) (Endpoint, []
 			UPDATE deliveries d SET claimed_until = now() + make_interval(secs => $3)
 			FROM due
 			WHERE d.endpoint_id = $1 AND d.message_id = due.message_id
-			RETURNING d.message_id, d.aggregate, d.attempts, d.series_attempts, d.series_trigger`,
+			RETURNING d.message_id, d.message_created_at, d.aggregate, d.attempts, d.series_attempts, d.series_trigger`,
 			endpointID, free, d.lease().Seconds())
 		if err != nil {
 			return err
 		}
 		batch, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
 			var c claimed
-			err := row.Scan(&c.messageID, &c.aggregate, &c.attempts, &c.seriesAttempts, &c.trigger)
+			err := row.Scan(&c.messageID, &c.createdAt, &c.aggregate, &c.attempts, &c.seriesAttempts, &c.trigger)
 			return c, err
 		})
 		if err != nil || len(batch) == 0 {
 			return err
 		}
-		ids := make([]string, len(batch))
+		ids, created := make([]string, len(batch)), make([]time.Time, len(batch))
 		for i, c := range batch {
-			ids[i] = c.messageID
+			ids[i], created[i] = c.messageID, c.createdAt
 		}
-		bodies, err := outbox.Bodies(ctx, tx, ids)
+		bodies, err := outbox.Bodies(ctx, tx, ids, created)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -64,24 +65,44 @@ func Sequence(ctx context.Context, db interface {
 			return err
 		}
 		// A statement of its own, after the lock: its snapshot sees every
-		// message committed before the previous caller let go.
-		var top *int64
-		if err := tx.QueryRow(ctx, `
-			WITH next AS (
-				SELECT n, created_at, $1 + row_number() OVER (ORDER BY n) AS position
-				FROM (SELECT n, created_at FROM messages WHERE position IS NULL ORDER BY n LIMIT $2) u
-			), placed AS (
-				UPDATE messages m SET position = next.position FROM next
-				WHERE m.n = next.n AND m.created_at = next.created_at AND m.position IS NULL
-				RETURNING m.position
-			)
-			SELECT count(*), max(position) FROM placed`, last, limit).Scan(&placed, &top); err != nil {
+		// message committed before the previous caller let go. The rows
+		// are then updated by their primary key from a list: a join the
+		// planner could get wrong (on empty statistics it scanned a
+		// partition per row) is not needed.
+		rows, err := tx.Query(ctx, `SELECT id, created_at FROM messages WHERE position IS NULL ORDER BY n LIMIT $1`, limit)
+		if err != nil {
 			return err
 		}
-		if top == nil {
-			return nil
+		var (
+			ids     []string
+			created []time.Time
+		)
+		for rows.Next() {
+			var (
+				id string
+				at time.Time
+			)
+			if err := rows.Scan(&id, &at); err != nil {
+				rows.Close()
+				return err
+			}
+			ids, created = append(ids, id), append(created, at)
 		}
-		_, err = tx.Exec(ctx, `UPDATE message_sequencer SET last_position = $1`, *top)
+		if err := rows.Err(); err != nil || len(ids) == 0 {
+			return err
+		}
+		positions := make([]int64, len(ids))
+		for i := range ids {
+			positions[i] = last + int64(i) + 1
+		}
+		if _, err := tx.Exec(ctx, `
+			UPDATE messages m SET position = u.position
+			FROM unnest($1::text[], $2::timestamptz[], $3::bigint[]) AS u(id, created_at, position)
+			WHERE m.id = u.id AND m.created_at = u.created_at`, ids, created, positions); err != nil {
+			return err
+		}
+		placed = len(ids)
+		_, err = tx.Exec(ctx, `UPDATE message_sequencer SET last_position = $1`, positions[len(positions)-1])
 		return err
 	})
 	if err != nil {

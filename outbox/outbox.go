@@ -183,10 +183,13 @@ func OfAggregate(ctx context.Context, q Querier, aggregate AggregateType, id str
 	return msgs, nil
 }
 
-// Bodies returns the bytes of the messages ids, by id; a message not kept
-// is missing from the map.
-func Bodies(ctx context.Context, q Querier, ids []string) (map[string][]byte, error) {
-	rows, err := q.Query(ctx, `SELECT id, body FROM messages WHERE id = ANY($1)`, ids)
+// Bodies returns the bytes of the messages ids, created at created (their
+// primary key: each is read from its own partition), by id; a message not
+// kept is missing from the map.
+func Bodies(ctx context.Context, q Querier, ids []string, created []time.Time) (map[string][]byte, error) {
+	rows, err := q.Query(ctx, `SELECT m.id, m.body FROM messages m
+		JOIN unnest($1::text[], $2::timestamptz[]) AS k(id, created_at) ON m.id = k.id AND m.created_at = k.created_at`,
+		ids, created)
 	if err != nil {
 		return nil, fmt.Errorf("read %d messages: %w", len(ids), err)
 	}
