@@ -235,6 +235,9 @@ func FanOut(ctx context.Context, pool *pgxpool.Pool, limit int) (int, []string, 
 		aggs []string
 	)
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := lazyCommit(ctx, tx); err != nil {
+			return err
+		}
 		from, err := outbox.LockRelayTx(ctx, tx, relayName)
 		if errors.Is(err, outbox.ErrRelayBusy) {
 			return nil

@@ -216,12 +216,14 @@ if [[ "${BENCH_ENDPOINT:-1}" != 0 ]]; then
   wait_ready "http://127.0.0.1:$p/healthz" "$!" "$out/receiver.log"
   receiver="http://127.0.0.1:$p/paygate"
   start_paygate endpoint
-  curl -fsS -X POST "$started_base/v1/endpoints" -H "Authorization: Bearer $token" \
+  endpoint=$(curl -fsS -X POST "$started_base/v1/endpoints" -H "Authorization: Bearer $token" \
     -H "Idempotency-Key: bench-endpoint-$RANDOM$RANDOM" -H 'Content-Type: application/json' \
-    -d "{\"url\":\"$receiver\",\"event_types\":[\"*\"],\"description\":\"make bench\"}" >/dev/null
+    -d "{\"url\":\"$receiver\",\"event_types\":[\"*\"],\"description\":\"make bench\"}" | sed -n 's/.*"id": "\(ep_[a-z2-7]*\)".*/\1/p')
   run_loadgen -label paygate-endpoint -delivery -url "$started_base/webhooks/stripe" \
     -levels "${BENCH_ENDPOINT_LEVELS:-64}" -pids "$started_pid" -warmup 0 -rate 0
   say "receiver took $(curl -fsS "http://127.0.0.1:$p/count") deliveries"
+  # The next runs measure without it.
+  curl -fsS -X DELETE "$started_base/v1/endpoints/$endpoint" -H "Authorization: Bearer $token" >/dev/null
   stop_all
 fi
 
