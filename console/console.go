@@ -145,10 +145,9 @@ func (c *Console) Register(e *echo.Echo) {
 	g.GET("/poison", c.poison, c.auth(opsRole))
 	g.POST("/poison/replay", c.bulkReplay, c.auth(opsRole), c.csrf)
 	g.GET("/events", c.eventSearch, c.auth(opsRole))
-	g.GET("/events/:provider/:event_id", c.event, c.auth(opsRole))
 	g.POST("/events/:provider/:event_id/replay", c.replay, c.auth(opsRole), c.csrf)
 	g.POST("/events/:provider/:event_id/discard", c.discard, c.auth(opsRole), c.csrf)
-	g.GET("/payments", c.payment, c.auth(opsRole))
+	g.POST("/payments/:id/refunds", c.refund, c.auth(opsRole), c.csrf)
 	g.GET("/audit", c.audit, c.auth(opsRole))
 	g.GET("/endpoints", c.endpoints, c.auth(opsRole))
 	g.POST("/endpoints", c.createEndpoint, c.auth(opsRole), c.csrf)
@@ -169,6 +168,10 @@ func (c *Console) Register(e *echo.Echo) {
 	g.GET("/reconciliation/runs/:id", c.run, c.auth(anyRole))
 	g.GET("/reconciliation/runs/:id/items.csv", c.runCSV, c.auth(anyRole))
 	g.GET("/books", c.books, c.auth(anyRole))
+	// Finance reads payments and their events as the API shows them; the
+	// actions on those pages are ops', and shown to ops only.
+	g.GET("/payments", c.payment, c.auth(anyRole))
+	g.GET("/events/:provider/:event_id", c.event, c.auth(anyRole))
 }
 
 // secureHeaders keeps the console's pages out of caches, frames and other

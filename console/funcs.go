@@ -57,6 +57,53 @@ var funcs = template.FuncMap{
 		return n
 	},
 	"deref": deref,
+	"money": money,
+	// moneyOf shows a nullable amount, "—" for null.
+	"moneyOf": func(amount *string, currency string) string {
+		if amount == nil || *amount == "" {
+			return "—"
+		}
+		return money(*amount, currency)
+	},
+}
+
+// currencySymbols are the currencies whose symbol needs no code beside it,
+// as Stripe's dashboard writes them; every other shows its code after the
+// digits, which is never ambiguous.
+var currencySymbols = map[string]string{"usd": "$", "eur": "€", "gbp": "£", "jpy": "¥"}
+
+// money shows an amount as the API wrote it (a decimal string at the
+// currency's scale) for people, as Stripe's dashboard does: "$360.00",
+// "-$1,212.50", "¥500", "1.234 KWD". The digits are the API's, untouched
+// (grouped by thousands, never rounded or re-scaled); what is not a plain
+// decimal is shown as it came. Unlike jobs.FormatAmount (emails), the sign
+// goes before the symbol: lists show refunds and fees as negative amounts.
+func money(amount, currency string) string {
+	if amount == "" {
+		return "—"
+	}
+	sign, digits := "", amount
+	if rest, ok := strings.CutPrefix(amount, "-"); ok {
+		sign, digits = "-", rest
+	}
+	whole, frac, hasFrac := strings.Cut(digits, ".")
+	if whole == "" || strings.Trim(whole, "0123456789") != "" || strings.Trim(frac, "0123456789") != "" {
+		return strings.TrimSpace(amount + " " + strings.ToUpper(currency))
+	}
+	var b strings.Builder
+	for i, r := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if hasFrac {
+		b.WriteString("." + frac)
+	}
+	if sym, ok := currencySymbols[strings.ToLower(currency)]; ok {
+		return sign + sym + b.String()
+	}
+	return strings.TrimSpace(sign + b.String() + " " + strings.ToUpper(currency))
 }
 
 // deref shows what a nullable field holds, "" for null.

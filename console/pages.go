@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/refund"
 )
 
 // view is what every page template gets.
@@ -345,6 +346,10 @@ type paymentData struct {
 	Transactions []api.TransactionView
 	Refunds      []api.RefundRequestView
 	Errors       []string
+	// Refund is the Refund form, for ops; OpenRefunds is set while a
+	// request waits for the provider.
+	Refund      refundForm
+	OpenRefunds bool
 }
 
 func (c *Console) payment(ec echo.Context) error {
@@ -384,8 +389,12 @@ func (c *Console) payment(ec echo.Context) error {
 			return err
 		}
 		d.Refunds = v.RefundRequests
+		d.Refund, d.OpenRefunds = newRefundForm(*d.Payment, d.Refunds), openRefunds(d.Refunds)
 	} else {
 		d.Errors = append(d.Errors, "Refund requests: "+r.problem())
+		// Without the open requests the default would be wrong: the form
+		// asks the API for everything refundable, and the API decides.
+		d.Refund = refundForm{Key: formKey(), Reasons: refund.Reasons}
 	}
 	return c.render(ec, http.StatusOK, "payment", "Payment "+id, d)
 }
