@@ -143,6 +143,11 @@ func (r *Relay) listen(ctx context.Context) error {
 	}()
 	for {
 		r.stepLogged(ctx)
+		// Under load every apply transaction notifies: resting a moment
+		// after a step lets the next one take what committed meanwhile in
+		// one go, rather than stepping per commit. Notifications that came
+		// in the rest are still queued on the connection.
+		sleep(ctx, stepRest)
 		wait, cancel := context.WithTimeout(ctx, r.config.Interval)
 		_, err := conn.Conn().WaitForNotification(wait)
 		cancel()
@@ -203,6 +208,10 @@ func (r *Relay) Step(ctx context.Context) error {
 	}
 	return nil
 }
+
+// stepRest is the least time between two steps woken by notifications: a
+// message waits at most this much longer to leave.
+const stepRest = 100 * time.Millisecond
 
 // sweepEvery is how often a relay looks at every held message, not only
 // those of the batch it just fanned out.
