@@ -11,6 +11,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -53,6 +54,17 @@ type Config struct {
 	// reconciliation runs (no provider API key): run requests are refused
 	// with it (reconcile.ErrUnavailable), nothing recorded.
 	ReconcileUnavailable error
+	// TrustedProxies are the proxies (PAYGATE_TRUSTED_PROXIES) whose
+	// X-Forwarded-For is believed: a request's client address is its
+	// connection's, unless that is one of these; then the rightmost
+	// forwarded address that is not. Empty: the connection's, always.
+	TrustedProxies []netip.Prefix
+	// AuthFailureLimit failed authentications from one address within
+	// AuthFailureWindow (from its first failure) refuse the address until
+	// the window ends. Defaults DefaultAuthFailureLimit and
+	// DefaultAuthFailureWindow; tests shorten the window.
+	AuthFailureLimit  int
+	AuthFailureWindow time.Duration
 }
 
 // DefaultRequestTimeout is Config.RequestTimeout's default: /v1 handlers
@@ -62,9 +74,10 @@ const DefaultRequestTimeout = 15 * time.Second
 
 // Server holds the API's dependencies.
 type Server struct {
-	config Config
-	auth   *authenticator
-	ops    opsState
+	config  Config
+	auth    *authenticator
+	limiter *authLimiter
+	ops     opsState
 }
 
 // NewEcho builds the Echo instance with paygate's error handler, request ids,
@@ -84,10 +97,11 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 	if err != nil {
 		config.Logger.Error("role tokens refused: no /v1 caller is admitted", "error", err.Error())
 	}
-	s := &Server{config: config, auth: auth}
+	s := &Server{config: config, auth: auth, limiter: newAuthLimiter(config)}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	e.IPExtractor = ipExtractor(config.TrustedProxies)
 	e.HTTPErrorHandler = ErrorHandler(config.Logger)
 	e.Use(middleware.RequestID())
 	e.Use(observeRequests(config.Logger, config.Registry))
@@ -100,7 +114,7 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 
 	// Every POST under /v1, present and future, goes through the
 	// Idempotency-Key middleware (after authentication: keys are per caller).
-	v1 := e.Group("/v1", s.bounded, s.auth.middleware, s.idempotency)
+	v1 := e.Group("/v1", s.bounded, s.authenticate, s.idempotency)
 	anyRole := requireRole(RoleOps, RoleFinance)
 	opsOnly := requireRole(RoleOps)
 	v1.GET("/me", s.me, anyRole)

@@ -36,6 +36,7 @@ type Caller struct {
 
 type credential struct {
 	hash     [32]byte
+	token    string
 	role     Role
 	identity string
 }
@@ -112,7 +113,7 @@ func parseTokens(ops, finance, consumer []string) (*authenticator, error) {
 				continue
 			}
 			identityOf[h] = identity
-			a.creds = append(a.creds, credential{hash: h, role: role, identity: identity})
+			a.creds = append(a.creds, credential{hash: h, token: token, role: role, identity: identity})
 		}
 	}
 	add(ops, RoleOps, "PAYGATE_OPS_TOKENS")
@@ -159,22 +160,49 @@ func (a *authenticator) identify(token string) (Caller, bool) {
 	return c, true
 }
 
-func (a *authenticator) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+// authenticate admits a request with a known bearer token. An address
+// that failed too often is refused first (429, Retry-After), whatever its
+// token; a request that brings a token and fails is counted against its
+// address (never logged with the token). A request with no Authorization
+// header at all is refused without being counted: it guessed nothing.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		addr := addrKey(c.RealIP())
+		if left := s.limiter.refusedFor(ctx, addr); left > 0 {
+			return s.limiter.refuse(c, left)
+		}
 		auth := c.Request().Header.Get(echo.HeaderAuthorization)
 		scheme, token, ok := strings.Cut(auth, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="paygate"`)
+			if auth != "" {
+				s.limiter.fail(ctx, addr, "malformed", c)
+			}
 			return ErrUnauthorized
 		}
-		caller, ok := a.identify(strings.TrimSpace(token))
+		caller, ok := s.auth.identify(strings.TrimSpace(token))
 		if !ok {
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="paygate", error="invalid_token"`)
+			s.limiter.fail(ctx, addr, "unknown_token", c)
 			return ErrUnauthorized
 		}
 		c.Set(callerKey, caller)
 		return next(c)
 	}
+}
+
+// TokenOf returns the configured role token (ops or finance) whose SHA-256
+// is hash, so that the console can keep a session's hash of its token and
+// never the token: a token taken out of the configuration is no longer
+// found, and its sessions end.
+func (s *Server) TokenOf(hash [32]byte) (string, bool) {
+	for _, cred := range s.auth.creds {
+		if cred.role != RoleConsumer && subtle.ConstantTimeCompare(hash[:], cred.hash[:]) == 1 {
+			return cred.token, true
+		}
+	}
+	return "", false
 }
 
 // requireRole lets a request through when its caller has any of roles.

@@ -121,7 +121,7 @@ func TestOpenAPIDocumentsExactlyTheRegisteredRoutes(t *testing.T) {
 // declared, every operation has a camelCase operationId of its own (a
 // generated client's method names: renaming one breaks clients), a route
 // with path parameters documents its 404, every /v1 operation names its
-// roles and its 401/403/500/503, every POST under /v1 requires an
+// roles and its 401/403/429/500/503, every POST under /v1 requires an
 // Idempotency-Key and documents 400/409/413/422; and the roles documented
 // are the roles the server enforces.
 func TestOpenAPIDocumentIsConsistent(t *testing.T) {
@@ -188,7 +188,7 @@ func TestOpenAPIDocumentIsConsistent(t *testing.T) {
 			continue
 		}
 		require.NotEmpty(t, op.Roles, "%s: x-roles", route)
-		for _, code := range []string{"401", "403", "500", "503"} {
+		for _, code := range []string{"401", "403", "429", "500", "503"} {
 			require.Contains(t, op.Responses, code, route)
 		}
 		if method == http.MethodPost {

@@ -16,7 +16,7 @@ import (
 // (curl -H … -o cpu.out works too). The server's 30 s write timeout bounds
 // a CPU profile or trace to less than 30 seconds.
 func (s *Server) mountPprof(e *echo.Echo) {
-	g := e.Group("/debug/pprof", s.auth.middleware, requireRole(RoleOps))
+	g := e.Group("/debug/pprof", s.authenticate, requireRole(RoleOps))
 	g.GET("/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)))
 	g.GET("/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)))
 	g.GET("/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)))

@@ -68,6 +68,7 @@ var problemTable = []problemType{
 		detail: "the event was not stored; retry later"},
 
 	{errs: []error{ErrUnauthorized}, status: http.StatusUnauthorized, slug: "authentication", title: "Unauthorized"},
+	{errs: []error{ErrTooManyFailures}, status: http.StatusTooManyRequests, slug: "authentication", title: "Too many failed authentications"},
 	{errs: []error{ErrForbidden}, status: http.StatusForbidden, slug: "authentication", title: "Forbidden"},
 	{errs: []error{ErrBadRequest}, status: http.StatusBadRequest, slug: "http-api", title: "Bad request"},
 	{errs: []error{ErrIdempotencyKeyMissing}, status: http.StatusBadRequest, slug: "idempotency", title: "Idempotency-Key missing"},

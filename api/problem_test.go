@@ -53,6 +53,7 @@ var problemCases = []problemCase{
 	{webhook.ErrUnavailable, 503, "webhooks", "Database unavailable", "the event was not stored; retry later"},
 	{ErrUnauthorized, 401, "authentication", "Unauthorized", ""},
 	{ErrForbidden, 403, "authentication", "Forbidden", ""},
+	{ErrTooManyFailures, 429, "authentication", "Too many failed authentications", ""},
 	{ErrBadRequest, 400, "http-api", "Bad request", ""},
 	{ErrIdempotencyKeyMissing, 400, "idempotency", "Idempotency-Key missing", ""},
 	{ErrIdempotencyKeyInvalid, 400, "idempotency", "Idempotency-Key invalid", ""},

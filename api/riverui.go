@@ -144,6 +144,11 @@ func (s *Server) Start(ctx context.Context) error {
 func (s *Server) opsBrowserAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
+		// The same limit on failed authentications as /v1's.
+		addr := addrKey(c.RealIP())
+		if left := s.limiter.refusedFor(req.Context(), addr); left > 0 {
+			return s.limiter.refuse(c, left)
+		}
 		token := ""
 		scheme, rest, _ := strings.Cut(req.Header.Get(echo.HeaderAuthorization), " ")
 		switch {
@@ -157,6 +162,9 @@ func (s *Server) opsBrowserAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		caller, ok := s.auth.identify(token)
 		if !ok {
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Basic realm="paygate ops", charset="UTF-8"`)
+			if req.Header.Get(echo.HeaderAuthorization) != "" {
+				s.limiter.fail(req.Context(), addr, "unknown_token", c)
+			}
 			return ErrUnauthorized
 		}
 		if !caller.Roles[RoleOps] {

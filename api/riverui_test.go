@@ -20,7 +20,10 @@ import (
 
 func TestRiverUIIsBehindTheOpsToken(t *testing.T) {
 	t.Parallel()
-	b := setupOps(t, func(c *api.Config) { c.RiverUI = true })
+	// Dozens of wrong credentials from one address follow: the limit on
+	// failed authentications (TestFailedAuthenticationsAreLimited) would
+	// refuse most of them.
+	b := setupOps(t, func(c *api.Config) { c.RiverUI = true; c.AuthFailureLimit = 1000 })
 	require.NoError(t, b.server.Start(t.Context()))
 	b.seed(t, "evt_ui", seedOpts{})
 

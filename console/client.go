@@ -78,6 +78,12 @@ func (c *Console) request(ctx context.Context, token, method, path string, query
 		return nil, answer{status: http.StatusBadRequest, body: []byte(`{"title":"Bad request","detail":"the console could not build this request"}`)}
 	}
 	req.RemoteAddr = "127.0.0.1:0"
+	if p, ok := ctx.Value(peerKey{}).(peer); ok {
+		req.RemoteAddr = p.remoteAddr
+		for _, f := range p.forwarded {
+			req.Header.Add(echo.HeaderXForwardedFor, f)
+		}
+	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Accept", "application/json")
 	if body != nil {

@@ -3,20 +3,18 @@
 //
 // It is a thin client of that API, called in-process with the signed-in
 // operator's role token, so every rule the API enforces (roles, the
-// Idempotency-Key contract, validation, the audit log's actor) holds for the
-// console too. It must never reach storage itself, nor keep a second copy of
-// any rule the API owns.
+// Idempotency-Key contract, validation, the audit log's actor, the limit on
+// failed authentications) holds for the console too. The one table it owns
+// is its sessions' (console_sessions); it must never reach any other
+// storage itself, nor keep a second copy of any rule the API owns.
 package console
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -27,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 )
 
@@ -41,24 +40,34 @@ type Config struct {
 	// API serves /v1 (what api.NewEcho returns); the console sends it every
 	// read and every action.
 	API http.Handler
-	// SessionKey signs the CSRF tokens; nil: random at startup, so a restart
-	// signs everyone out.
-	SessionKey []byte
-	Logger     *slog.Logger
+	// Pool holds the sessions (console_sessions), shared by every
+	// instance.
+	Pool *pgxpool.Pool
+	// Tokens finds the configured role token whose SHA-256 a session
+	// keeps (api.Server.TokenOf); a token it no longer finds ends the
+	// session.
+	Tokens func(hash [32]byte) (string, bool)
+	Logger *slog.Logger
 	// SessionTTL bounds a session's life from sign-in; default 12 hours.
 	SessionTTL time.Duration
 }
 
 // Console is the web console.
 type Console struct {
-	cfg      Config
-	pages    map[string]*template.Template
-	mu       sync.Mutex
-	sessions map[string]*session // by the hash of the cookie's id
+	cfg   Config
+	pages map[string]*template.Template
+	mu    sync.Mutex
+	// secrets wait for their one showing (see shownSecret), by session id
+	// hash. They stay in this instance's memory, never in a table.
+	secrets map[string]*shownSecret
 }
 
-// ErrNoAPI is New's answer to a Config without an API.
-var ErrNoAPI = errors.New("console: Config.API is required")
+// ErrNoAPI is New's answer to a Config without an API; ErrNoSessions to one
+// without Pool or Tokens.
+var (
+	ErrNoAPI      = errors.New("console: Config.API is required")
+	ErrNoSessions = errors.New("console: Config.Pool and Config.Tokens are required (sessions)")
+)
 
 const (
 	cookieName = "paygate_console"
@@ -69,25 +78,13 @@ const (
 	apiTimeout = 30 * time.Second
 )
 
-type session struct {
-	token string
-	name  string
-	// ops: the API lets the token read the ops routes; finance: start
-	// reconciliation runs. Reading the runs is not a role's: the pages ask
-	// the API and show its answer.
-	ops     bool
-	finance bool
-	expires time.Time
-	flash   []message
-	secret  *shownSecret // see takeSecret
-}
-
 type message struct {
 	Kind string // ok, error, info
 	Text string
 }
 
-// New builds the console. It fails with ErrNoAPI without an API, or when
+// New builds the console. It fails with ErrNoAPI without an API,
+// ErrNoSessions without Pool or Tokens, or when
 // its templates do not parse.
 func New(cfg Config) (*Console, error) {
 	if cfg.API == nil {
@@ -96,20 +93,17 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Pool == nil || cfg.Tokens == nil {
+		return nil, ErrNoSessions
+	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 12 * time.Hour
-	}
-	if len(cfg.SessionKey) == 0 {
-		cfg.SessionKey = make([]byte, 32)
-		if _, err := rand.Read(cfg.SessionKey); err != nil {
-			return nil, fmt.Errorf("console: session key: %w", err)
-		}
 	}
 	pages, err := parseTemplates()
 	if err != nil {
 		return nil, err
 	}
-	return &Console{cfg: cfg, pages: pages, sessions: map[string]*session{}}, nil
+	return &Console{cfg: cfg, pages: pages, secrets: map[string]*shownSecret{}}, nil
 }
 
 func parseTemplates() (map[string]*template.Template, error) {
@@ -215,7 +209,12 @@ const sessionKey = "console.session"
 func (c *Console) auth(allowed roleCheck) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(ec echo.Context) error {
-			s := c.sessionOf(ec)
+			s, err := c.sessionOf(ec)
+			if err != nil && !errors.Is(err, errNoSession) {
+				c.cfg.Logger.Error("console: read session", "error", err.Error(),
+					"request_id", ec.Response().Header().Get(echo.HeaderXRequestID))
+				return c.refuse(ec, http.StatusServiceUnavailable, "The console cannot read its sessions right now: try again shortly.")
+			}
 			if s == nil {
 				if ec.Request().Method == http.MethodGet {
 					return ec.Redirect(http.StatusSeeOther, basePath+"/signin")
@@ -231,26 +230,6 @@ func (c *Console) auth(allowed roleCheck) echo.MiddlewareFunc {
 	}
 }
 
-func idHash(id string) string {
-	h := sha256.Sum256([]byte(id))
-	return hex.EncodeToString(h[:])
-}
-
-func (c *Console) sessionOf(ec echo.Context) *session {
-	ck, err := ec.Cookie(cookieName)
-	if err != nil || ck.Value == "" {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.sessions[idHash(ck.Value)]
-	if s == nil || time.Now().After(s.expires) {
-		delete(c.sessions, idHash(ck.Value))
-		return nil
-	}
-	return s
-}
-
 func sessionIn(ec echo.Context) *session {
 	s, _ := ec.Get(sessionKey).(*session)
 	return s
@@ -260,49 +239,6 @@ func randomID(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
 	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// startSession stores s under a fresh id (never one the browser brought: no
-// fixation) and sets its cookie.
-func (c *Console) startSession(ec echo.Context, s *session) {
-	id := randomID(32)
-	now := time.Now()
-	s.expires = now.Add(c.cfg.SessionTTL)
-	c.mu.Lock()
-	for k, old := range c.sessions {
-		if now.After(old.expires) {
-			delete(c.sessions, k)
-		}
-	}
-	c.sessions[idHash(id)] = s
-	c.mu.Unlock()
-	ec.SetCookie(&http.Cookie{
-		Name: cookieName, Value: id, Path: basePath, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: ec.Scheme() == "https",
-		Expires: s.expires,
-	})
-}
-
-func (c *Console) endSession(ec echo.Context) {
-	if ck, err := ec.Cookie(cookieName); err == nil {
-		c.mu.Lock()
-		delete(c.sessions, idHash(ck.Value))
-		c.mu.Unlock()
-	}
-	ec.SetCookie(&http.Cookie{Name: cookieName, Value: "", Path: basePath, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: ec.Scheme() == "https", MaxAge: -1})
-}
-
-// csrfToken binds a form to the session: an HMAC of the session's cookie id,
-// so nothing more is stored and another session's token does not verify.
-func (c *Console) csrfToken(ec echo.Context) string {
-	ck, err := ec.Cookie(cookieName)
-	if err != nil {
-		return ""
-	}
-	m := hmac.New(sha256.New, c.cfg.SessionKey)
-	m.Write([]byte("csrf\x00" + ck.Value))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 func (c *Console) csrf(next echo.HandlerFunc) echo.HandlerFunc {
@@ -315,23 +251,6 @@ func (c *Console) csrf(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(ec)
 	}
-}
-
-func (c *Console) addFlash(s *session, kind, text string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s.flash = append(s.flash, message{Kind: kind, Text: text})
-	if len(s.flash) > 5 {
-		s.flash = s.flash[len(s.flash)-5:]
-	}
-}
-
-func (c *Console) takeFlash(s *session) []message {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f := s.flash
-	s.flash = nil
-	return f
 }
 
 // actionContext is the context of a call that changes state: once the
@@ -348,10 +267,24 @@ func readContext(ec echo.Context) (context.Context, context.CancelFunc) {
 
 type requestIDKey struct{}
 
+type peerKey struct{}
+
+// peer is where a page's request came from, as the API must see it.
+type peer struct {
+	remoteAddr string
+	forwarded  []string // X-Forwarded-For
+}
+
 // withRequestID carries the page's request id to its API calls, which the
 // API's request-id middleware then reuses: one id ties a page to its calls
-// in the log.
+// in the log. It carries the page's peer too (its connection's address and
+// X-Forwarded-For), so that the API finds the browser's address for its
+// limit on failed authentications exactly as for a direct request, trusted
+// proxies and all: a wrong token at sign-in counts against the browser's
+// address, not the console's.
 func withRequestID(ec echo.Context, ctx context.Context) context.Context {
+	r := ec.Request()
+	ctx = context.WithValue(ctx, peerKey{}, peer{remoteAddr: r.RemoteAddr, forwarded: r.Header.Values(echo.HeaderXForwardedFor)})
 	if id := ec.Response().Header().Get(echo.HeaderXRequestID); id != "" {
 		return context.WithValue(ctx, requestIDKey{}, id)
 	}

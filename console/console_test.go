@@ -73,8 +73,8 @@ func setup(t *testing.T) *testBundle {
 	}})
 	require.NoError(t, err)
 	ops, finance := []string{"alice:" + opsTok}, []string{financeTok}
-	e, _ := api.NewEcho(api.Config{Pool: pool, Jobs: jc, OpsTokens: ops, FinanceTokens: finance})
-	con, err := console.New(console.Config{API: e})
+	e, apiSrv := api.NewEcho(api.Config{Pool: pool, Jobs: jc, OpsTokens: ops, FinanceTokens: finance})
+	con, err := console.New(console.Config{API: e, Pool: pool, Tokens: apiSrv.TokenOf})
 	require.NoError(t, err)
 	con.Register(e)
 	b := &testBundle{pool: pool, jobs: jc, echo: e, reconcile: worker}
@@ -575,8 +575,8 @@ func TestPaymentAndBooksInBrowser(t *testing.T) {
 	p := sim.Pay(stripesim.PayOpts{Amount: 36000, Currency: "usd"})
 	sim.Refund(p, 10000)
 	w.Apply(t, sim.Events()...)
-	e, _ := api.NewEcho(api.Config{Pool: w.Pool, Jobs: w.Jobs, OpsTokens: []string{opsTok}, FinanceTokens: []string{financeTok}})
-	con, err := console.New(console.Config{API: e})
+	e, apiSrv := api.NewEcho(api.Config{Pool: w.Pool, Jobs: w.Jobs, OpsTokens: []string{opsTok}, FinanceTokens: []string{financeTok}})
+	con, err := console.New(console.Config{API: e, Pool: w.Pool, Tokens: apiSrv.TokenOf})
 	require.NoError(t, err)
 	con.Register(e)
 	srv := httptest.NewServer(e)

@@ -25,9 +25,12 @@ import (
 const secretTTL = 5 * time.Minute
 
 // shownSecret is a signing secret an action produced (creation, rotation,
-// a reveal), kept in the session until the endpoint's page it redirects to
-// shows it, once: the secret never travels in a URL, and a reload of that
-// page no longer has it.
+// a reveal), kept until the endpoint's page it redirects to shows it, once:
+// the secret never travels in a URL, nor into a table, and a reload of that
+// page no longer has it. It waits in the memory of the instance that
+// produced it, by session: behind a balancer that is not sticky, the
+// redirect may land on another instance, which shows no secret (the
+// endpoint's page can reveal it again).
 type shownSecret struct {
 	endpointID string
 	secret     string
@@ -44,7 +47,13 @@ type SecretBox struct {
 func (c *Console) putSecret(s *session, endpointID, secret, why string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s.secret = &shownSecret{endpointID: endpointID, secret: secret, why: why, expires: time.Now().Add(secretTTL)}
+	now := time.Now()
+	for k, w := range c.secrets {
+		if now.After(w.expires) {
+			delete(c.secrets, k)
+		}
+	}
+	c.secrets[string(s.idHash)] = &shownSecret{endpointID: endpointID, secret: secret, why: why, expires: now.Add(secretTTL)}
 }
 
 // takeSecret hands out the secret waiting for endpoint endpointID's page,
@@ -52,17 +61,17 @@ func (c *Console) putSecret(s *session, endpointID, secret, why string) {
 func (c *Console) takeSecret(s *session, endpointID string) *SecretBox {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := s.secret
+	w := c.secrets[string(s.idHash)]
 	switch {
 	case w == nil:
 		return nil
 	case time.Now().After(w.expires):
-		s.secret = nil
+		delete(c.secrets, string(s.idHash))
 		return nil
 	case w.endpointID != endpointID:
 		return nil
 	}
-	s.secret = nil
+	delete(c.secrets, string(s.idHash))
 	return &SecretBox{Secret: w.secret, Why: w.why}
 }
 

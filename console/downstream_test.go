@@ -55,9 +55,9 @@ func setupDownstream(t *testing.T) *downstreamBundle {
 		return nil
 	}})
 	require.NoError(t, err)
-	e, _ := api.NewEcho(api.Config{Pool: pool, Jobs: jc, OpsTokens: []string{"alice:" + opsTok}, FinanceTokens: []string{financeTok},
+	e, apiSrv := api.NewEcho(api.Config{Pool: pool, Jobs: jc, OpsTokens: []string{"alice:" + opsTok}, FinanceTokens: []string{financeTok},
 		Delivery: delivery.NewStore(pool, guard)})
-	con, err := console.New(console.Config{API: e})
+	con, err := console.New(console.Config{API: e, Pool: pool, Tokens: apiSrv.TokenOf})
 	require.NoError(t, err)
 	con.Register(e)
 	srv := httptest.NewServer(e)

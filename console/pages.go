@@ -71,7 +71,7 @@ func (c *Console) apiFailed(ec echo.Context, title string, a answer) error {
 }
 
 func (c *Console) home(ec echo.Context) error {
-	s := c.sessionOf(ec)
+	s, _ := c.sessionOf(ec)
 	switch {
 	case s == nil:
 		return ec.Redirect(http.StatusSeeOther, basePath+"/signin")
@@ -99,6 +99,14 @@ func (c *Console) signin(ec echo.Context) error {
 	defer cancel()
 	var me api.MeView
 	who := c.call(ctx, token, http.MethodGet, "/v1/me", nil, nil, "")
+	if who.status == http.StatusTooManyRequests {
+		// The API counted this address's failures (the sign-in's call
+		// carries the browser's address) and refuses it for now.
+		wait := who.header.Get("Retry-After")
+		ec.Response().Header().Set("Retry-After", wait)
+		return c.render(ec, http.StatusTooManyRequests, "signin", "Sign in",
+			"Too many wrong tokens from your address: try again in "+wait+" s.")
+	}
 	if who.status == http.StatusUnauthorized {
 		return c.render(ec, http.StatusUnauthorized, "signin", "Sign in", "That token is not one paygate knows.")
 	}
@@ -118,12 +126,21 @@ func (c *Console) signin(ec echo.Context) error {
 	if s.name = me.Identity; s.name == "" || strings.HasPrefix(s.name, "token:") {
 		s.name = s.Roles()
 	}
-	c.startSession(ec, s)
+	if err := c.startSession(ec, s); err != nil {
+		c.cfg.Logger.Error("console: store session", "error", err.Error(),
+			"request_id", ec.Response().Header().Get(echo.HeaderXRequestID))
+		return c.render(ec, http.StatusServiceUnavailable, "signin", "Sign in", "The console could not keep your session: try again shortly.")
+	}
 	return ec.Redirect(http.StatusSeeOther, basePath+"/")
 }
 
+// signout deletes the session, which ends it on every instance.
 func (c *Console) signout(ec echo.Context) error {
-	c.endSession(ec)
+	if err := c.endSession(ec); err != nil {
+		c.cfg.Logger.Error("console: end session", "error", err.Error(),
+			"request_id", ec.Response().Header().Get(echo.HeaderXRequestID))
+		return c.refuse(ec, http.StatusServiceUnavailable, "The session could not be ended: try again.")
+	}
 	return ec.Redirect(http.StatusSeeOther, basePath+"/signin")
 }
 

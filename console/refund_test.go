@@ -52,8 +52,8 @@ func setupRefunds(t *testing.T) *refundBundle {
 	world := worldtest.New(t, &worldtest.Opts{Config: func(c *jobs.Config) {
 		c.Refunders = map[string]provider.Refunder{"stripe": client}
 	}})
-	e, _ := api.NewEcho(api.Config{Pool: world.Pool, Jobs: world.Jobs, OpsTokens: []string{"alice:" + opsTok}, FinanceTokens: []string{financeTok}})
-	con, err := console.New(console.Config{API: e})
+	e, apiSrv := api.NewEcho(api.Config{Pool: world.Pool, Jobs: world.Jobs, OpsTokens: []string{"alice:" + opsTok}, FinanceTokens: []string{financeTok}})
+	con, err := console.New(console.Config{API: e, Pool: world.Pool, Tokens: apiSrv.TokenOf})
 	require.NoError(t, err)
 	con.Register(e)
 	b := &refundBundle{sim: sim, world: world, echo: e}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -57,6 +58,9 @@ type config struct {
 	NATSCreds         string
 	NATSStream        string
 	NATSSubjectPrefix string
+	// TrustedProxies: whose X-Forwarded-For gives a request's client
+	// address (the limit on failed authentications counts per address).
+	TrustedProxies []netip.Prefix
 }
 
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/paygate?sslmode=disable"
@@ -89,6 +93,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if err := c.loadNATS(getenv); err != nil {
 		return c, err
+	}
+	if c.TrustedProxies, err = api.ParseTrustedProxies(list(getenv("PAYGATE_TRUSTED_PROXIES"))); err != nil {
+		return c, fmt.Errorf("PAYGATE_TRUSTED_PROXIES: %w", err)
 	}
 	if v := getenv("PAYGATE_PROCESS_MAX_ATTEMPTS"); v != "" {
 		n, err := strconv.Atoi(v)

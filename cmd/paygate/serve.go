@@ -102,8 +102,9 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		RiverUI:        true,
 		// A run the server cannot perform is refused when asked for.
 		ReconcileUnavailable: reconcileUnavailable(cfg),
+		TrustedProxies:       cfg.TrustedProxies,
 	})
-	con, err := console.New(console.Config{API: e, Logger: logger})
+	con, err := console.New(console.Config{API: e, Pool: pool, Tokens: apiServer.TokenOf, Logger: logger})
 	if err != nil {
 		return err
 	}
