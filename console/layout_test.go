@@ -1,12 +1,10 @@
 package console_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
 	"github.com/chromedp/chromedp"
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
 
@@ -14,15 +12,7 @@ import (
 // Stripe's and refs as long as paygate's, in several currencies, fees and
 // refunds negative: what makes a run's table wide.
 func (b *testBundle) seedWideRun(t *testing.T, n int) int64 {
-	t.Helper()
-	ctx := context.Background()
-	var id int64
-	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `INSERT INTO reconciliation_runs (date, trigger, requested_by) VALUES ('2025-03-14', 'api', 'test')
-			RETURNING id`).Scan(&id); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO reconciliation_items
+	return b.seedRunOf(t, n, `INSERT INTO reconciliation_items
 			(run_id, position, status, provider_txn_id, source_id, ref, type, reporting_category, currency,
 			 provider_amount, provider_fee, ledger_amount)
 			SELECT $1, i, (ARRAY['matched', 'amount_mismatch', 'missing_in_ledger', 'fee_posted'])[i % 4 + 1],
@@ -32,16 +22,9 @@ func (b *testBundle) seedWideRun(t *testing.T, n int) int64 {
 			FROM generate_series(0, $2 - 1) AS i,
 			     LATERAL (SELECT (ARRAY['usd', 'eur', 'jpy', 'kwd'])[i % 4 + 1] AS cur,
 			                     (ARRAY[123456.78, -45.00, 500, 1234.567])[i % 4 + 1] AS amount,
-			                     (ARRAY[-3610.25, -1.61, -15, -0.123])[i % 4 + 1] AS fee) AS c`, id, n); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `UPDATE reconciliation_runs SET status = 'completed', finished_at = now(),
-			report = jsonb_build_object('summary', jsonb_build_object('matched', $2::int / 4, 'amount_mismatch', $2::int / 4,
-				'missing_in_ledger', $2::int / 4, 'fee_posted', $2::int / 4))
-			WHERE id = $1`, id, n)
-		return err
-	}))
-	return id
+			                     (ARRAY[-3610.25, -1.61, -15, -0.123])[i % 4 + 1] AS fee) AS c`,
+		`jsonb_build_object('matched', $2::int / 4, 'amount_mismatch', $2::int / 4,
+				'missing_in_ledger', $2::int / 4, 'fee_posted', $2::int / 4)`)
 }
 
 // TestRunPageFitsInBrowser: at 1,400 px the run page of a run with many

@@ -19,6 +19,19 @@ import (
 // seedRun records a completed run with n items, every fifth one
 // missing_in_ledger and the others matched.
 func (b *testBundle) seedRun(t *testing.T, n int) int64 {
+	return b.seedRunOf(t, n, `
+		INSERT INTO reconciliation_items
+			(run_id, position, status, provider_txn_id, type, reporting_category, currency, provider_amount)
+		SELECT $1, i, CASE WHEN i % 5 = 4 THEN 'missing_in_ledger' ELSE 'matched' END, 'txn_' || i,
+		       'charge', 'charge', 'usd', 1
+		FROM generate_series(0, $2 - 1) AS i`,
+		`jsonb_build_object('matched', $2::int - $2::int / 5, 'missing_in_ledger', $2::int / 5)`)
+}
+
+// seedRunOf records a run, its n items inserted by items ($1 the run, $2
+// n), then completes it with the summary summary (a jsonb expression of
+// $2).
+func (b *testBundle) seedRunOf(t *testing.T, n int, items, summary string) int64 {
 	t.Helper()
 	ctx := context.Background()
 	var id int64
@@ -27,15 +40,11 @@ func (b *testBundle) seedRun(t *testing.T, n int) int64 {
 			RETURNING id`).Scan(&id); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO reconciliation_items
-			(run_id, position, status, provider_txn_id, type, reporting_category, currency, provider_amount)
-			SELECT $1, i, CASE WHEN i % 5 = 4 THEN 'missing_in_ledger' ELSE 'matched' END, 'txn_' || i,
-			       'charge', 'charge', 'usd', 1
-			FROM generate_series(0, $2 - 1) AS i`, id, n); err != nil {
+		if _, err := tx.Exec(ctx, items, id, n); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `UPDATE reconciliation_runs SET status = 'completed', finished_at = now(),
-			report = jsonb_build_object('summary', jsonb_build_object('matched', $2::int - $2::int / 5, 'missing_in_ledger', $2::int / 5))
+			report = jsonb_build_object('summary', `+summary+`)
 			WHERE id = $1`, id, n)
 		return err
 	}))

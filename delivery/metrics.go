@@ -36,6 +36,8 @@ func NewMetrics(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logg
 				"Messages not yet delivered to an endpoint (pending), by endpoint.", []string{"endpoint_id"}, nil),
 			age: prometheus.NewDesc("paygate_delivery_oldest_pending_seconds",
 				"Age of the oldest message not yet delivered to an endpoint, by endpoint.", []string{"endpoint_id"}, nil),
+			unplaced: prometheus.NewDesc("paygate_messages_unplaced",
+				"Messages committed and not yet placed in the feed by the sequencer.", nil, nil),
 			unfanned: prometheus.NewDesc("paygate_delivery_fanout_backlog_messages",
 				"Messages placed in the feed and not yet given to the endpoints.", nil, nil),
 			unfannedAge: prometheus.NewDesc("paygate_delivery_fanout_backlog_seconds",
@@ -70,6 +72,7 @@ type pendingCollector struct {
 	logger                *slog.Logger
 	count, age            *prometheus.Desc
 	unfanned, unfannedAge *prometheus.Desc
+	unplaced              *prometheus.Desc
 }
 
 func (c *pendingCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -77,11 +80,15 @@ func (c *pendingCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.age
 	ch <- c.unfanned
 	ch <- c.unfannedAge
+	ch <- c.unplaced
 }
 
 func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	if n, _, err := outbox.Unplaced(ctx, c.pool); err == nil {
+		ch <- prometheus.MustNewConstMetric(c.unplaced, prometheus.GaugeValue, float64(n))
+	}
 	if n, age, err := outbox.RelayLag(ctx, c.pool, relayName); err == nil {
 		ch <- prometheus.MustNewConstMetric(c.unfanned, prometheus.GaugeValue, float64(n))
 		ch <- prometheus.MustNewConstMetric(c.unfannedAge, prometheus.GaugeValue, age)
