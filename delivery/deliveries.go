@@ -161,12 +161,13 @@ const requeueUpsert = `
 	RETURNING d.message_id`
 
 // requeueHold puts the objects of the requeued messages $2 back in order
-// at endpoint $1: every pending message of theirs that is not being sent
-// waits at 'infinity' (releaseHeads then lets the first go), so a resent
-// message goes before the later messages of its object pending there.
+// at endpoint $1: every pending message of theirs waits at 'infinity'
+// (releaseHeads then lets the first go), so a resent message goes before
+// the later messages of its object pending there. One being sent meanwhile
+// gets its next attempt from its record, as before.
 const requeueHold = `
 	UPDATE deliveries d SET next_attempt_at = 'infinity'
-	WHERE d.endpoint_id = $1 AND d.status = 'pending' AND (d.claimed_until IS NULL OR d.claimed_until <= now())
+	WHERE d.endpoint_id = $1 AND d.status = 'pending'
 	  AND d.aggregate IN (SELECT r.aggregate FROM deliveries r WHERE r.endpoint_id = $1 AND r.message_id = ANY($2))`
 
 // Resend sends message messageID to endpoint endpointID again, as a new
@@ -199,8 +200,8 @@ func (s *Store) Resend(ctx context.Context, messageID, endpointID string) (bool,
 func (s *Store) requeue(ctx context.Context, endpointID string, ids []string, evenSucceeded bool) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// The endpoint's row lock orders this with the dispatcher's
-		// claims, which take it first too.
+		// The endpoint's row lock orders requeues of one endpoint, and
+		// this with a record's change of the endpoint's health.
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM endpoints WHERE id = $1 FOR UPDATE`, endpointID); err != nil {
 			return err
 		}

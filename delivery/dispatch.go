@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -116,16 +117,54 @@ type claimed struct {
 // Timeout is the longest one attempt takes.
 func (s *Sender) Timeout() time.Duration { return s.timeout }
 
-// lease is how long a claim holds: longer than an attempt can take, so
-// only a crashed sender's claims expire, and then its messages go again.
-func (d *Dispatcher) lease() time.Duration { return d.config.Sender.Timeout() + 30*time.Second }
+// dispatch is one run of an endpoint's dispatcher: the connection that
+// holds its advisory lock, the messages its lanes are sending, and the
+// endpoint's in-flight slots.
+type dispatch struct {
+	endpointID string
+	mu         sync.Mutex // the connection, claims and inFlight
+	conn       *pgxpool.Conn
+	inFlight   map[string]bool // claimed and not yet recorded
+	sending    chan struct{}   // a slot per request in flight
+}
 
 // Dispatch sends endpoint endpointID's due messages until none is left or
 // ctx is nearly done, and returns how many attempts it made. rc enqueues
 // the ops email of an endpoint it disables.
+//
+// One dispatcher of an endpoint runs at a time across instances: it holds
+// a session advisory lock, let go with its connection if its process dies,
+// and another returns at once, leaving the messages to it. So a claim is
+// a read on that connection, not a row written per message: the messages
+// a dispatcher is sending are known to it alone, and a crashed one's are
+// simply due again (delivery is at least once, under the same webhook-id).
+// Claims read on the lock's connection, so a dispatcher that lost its lock
+// with its connection stops claiming.
 func (d *Dispatcher) Dispatch(ctx context.Context, rc *river.Client[pgx.Tx], endpointID string) (int, error) {
+	conn, err := d.config.Pool.Acquire(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("dispatch %s: %w", endpointID, err)
+	}
+	defer conn.Release()
+	var ours bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, dispatchLockKey(endpointID)).Scan(&ours); err != nil {
+		return 0, fmt.Errorf("dispatch %s: %w", endpointID, err)
+	}
+	if !ours {
+		return 0, nil
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, dispatchLockKey(endpointID)); err != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx)) //nolint:errcheck // closing it is what lets the lock go
+		}
+	}()
+
 	// Lanes overlap one batch's database round trips with another's
-	// sends; the endpoint's in-flight bound holds across them (claim).
+	// sends. A lane claims more than it may send at once, so that each
+	// claim and each record carries many messages; the endpoint's
+	// in-flight bound holds across the lanes (send).
+	run := &dispatch{endpointID: endpointID, conn: conn, inFlight: map[string]bool{},
+		sending: make(chan struct{}, d.config.MaxInFlight)}
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -134,7 +173,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, rc *river.Client[pgx.Tx], end
 	)
 	for range dispatchLanes {
 		wg.Go(func() {
-			n, err := d.lane(ctx, rc, endpointID)
+			n, err := d.lane(ctx, rc, run)
 			mu.Lock()
 			defer mu.Unlock()
 			attempts += n
@@ -147,113 +186,139 @@ func (d *Dispatcher) Dispatch(ctx context.Context, rc *river.Client[pgx.Tx], end
 	return attempts, errors.Join(errs...)
 }
 
+// dispatchLockKey is the advisory lock of endpoint id's dispatcher.
+func dispatchLockKey(id string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("paygate/deliver/" + id))
+	return int64(h.Sum64()) //nolint:gosec // a lock key: any 64 bits do
+}
+
 // dispatchLanes is how many claim-send-record loops one dispatcher runs.
 const dispatchLanes = 2
 
+// claimFactor is how many times its share of the in-flight bound a lane
+// claims at once: the messages past the bound wait for a free slot, not
+// for a round trip to the database.
+const claimFactor = 4
+
 // lane claims, sends and records until nothing is left to claim or ctx is
 // nearly done.
-func (d *Dispatcher) lane(ctx context.Context, rc *river.Client[pgx.Tx], endpointID string) (int, error) {
+func (d *Dispatcher) lane(ctx context.Context, rc *river.Client[pgx.Tx], run *dispatch) (int, error) {
 	attempts := 0
 	for {
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d.config.Sender.Timeout()+5*time.Second {
 			return attempts, nil // the next job goes on
 		}
-		e, batch, err := d.claim(ctx, endpointID)
+		e, batch, err := d.claim(ctx, run)
 		if err != nil || len(batch) == 0 {
 			return attempts, err
 		}
-		results := d.send(ctx, e, batch)
-		if err := d.record(context.WithoutCancel(ctx), rc, e, batch, results); err != nil {
+		results := d.send(ctx, e, batch, run.sending)
+		err = d.record(context.WithoutCancel(ctx), rc, e, batch, results)
+		run.mu.Lock()
+		for _, c := range batch {
+			delete(run.inFlight, c.messageID)
+		}
+		run.mu.Unlock()
+		if err != nil {
 			return attempts, err
 		}
-		attempts += len(batch)
+		for _, r := range results {
+			if !r.unsent {
+				attempts++
+			}
+		}
 	}
 }
 
-// claim takes up to the endpoint's free in-flight slots of its due
-// messages, each the earliest pending of its object there, under the
-// endpoint's row lock, and reads their bodies.
-func (d *Dispatcher) claim(ctx context.Context, endpointID string) (Endpoint, []claimed, error) {
-	var (
-		e     Endpoint
-		batch []claimed
-	)
-	err := pgx.BeginFunc(ctx, d.config.Pool, func(tx pgx.Tx) error {
-		if err := lazyCommit(ctx, tx); err != nil {
-			return err
+// claim takes up to a lane's share of the endpoint's due messages that no
+// lane is sending, each the earliest pending of its object there, and
+// reads their bodies: one round trip, on the lock's connection.
+func (d *Dispatcher) claim(ctx context.Context, run *dispatch) (Endpoint, []claimed, error) {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	limit := claimFactor * max(1, d.config.MaxInFlight/dispatchLanes)
+	sending := make([]string, 0, len(run.inFlight))
+	for id := range run.inFlight {
+		sending = append(sending, id)
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(`SELECT `+endpointColumns+` FROM endpoints WHERE id = $1`, run.endpointID)
+	// The due messages are the heads of their objects' queues here:
+	// the fan-out, the records and the requeues keep every other
+	// pending message of an object at 'infinity' (releaseHeads), so no
+	// check against its predecessors is needed, and none can turn into
+	// a scan of the queue per row when the statistics are stale.
+	batch.Queue(`
+		SELECT d.message_id, d.message_created_at, d.aggregate, d.attempts, d.series_attempts, d.series_trigger
+		FROM deliveries d
+		WHERE d.endpoint_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= now()
+		  AND d.message_id <> ALL($2::text[])
+		ORDER BY d.next_attempt_at LIMIT $3`, run.endpointID, sending, limit)
+	results := run.conn.SendBatch(ctx, batch)
+	e, err := scanEndpoint(results.QueryRow())
+	var claims []claimed
+	if err == nil {
+		var rows pgx.Rows
+		rows, err = results.Query()
+		if err == nil {
+			claims, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
+				var c claimed
+				err := row.Scan(&c.messageID, &c.createdAt, &c.aggregate, &c.attempts, &c.seriesAttempts, &c.trigger)
+				return c, err
+			})
 		}
-		var err error
-		e, err = scanEndpoint(tx.QueryRow(ctx, `SELECT `+endpointColumns+` FROM endpoints WHERE id = $1 FOR UPDATE`, endpointID))
-		if errors.Is(err, ErrEndpointNotFound) || (err == nil && e.Status != StatusEnabled) {
-			return nil // deleted or disabled meanwhile: nothing to send
-		}
-		if err != nil {
-			return err
-		}
-		var inFlight int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM deliveries
-			WHERE endpoint_id = $1 AND claimed_until IS NOT NULL AND claimed_until > now()`, endpointID).Scan(&inFlight); err != nil {
-			return err
-		}
-		free := min(d.config.MaxInFlight-inFlight, max(1, d.config.MaxInFlight/dispatchLanes))
-		if free <= 0 {
-			return nil
-		}
-		// The due messages are the heads of their objects' queues here:
-		// the fan-out, the records and the requeues keep every other
-		// pending message of an object at 'infinity' (releaseHeads), so no
-		// check against its predecessors is needed, and none can turn into
-		// a scan of the queue per row when the statistics are stale.
-		rows, err := tx.Query(ctx, `
-			WITH due AS (
-				SELECT d.message_id FROM deliveries d
-				WHERE d.endpoint_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= now()
-				  AND (d.claimed_until IS NULL OR d.claimed_until <= now())
-				ORDER BY d.next_attempt_at LIMIT $2
-			)
-			UPDATE deliveries d SET claimed_until = now() + make_interval(secs => $3)
-			FROM due
-			WHERE d.endpoint_id = $1 AND d.message_id = due.message_id
-			RETURNING d.message_id, d.message_created_at, d.aggregate, d.attempts, d.series_attempts, d.series_trigger`,
-			endpointID, free, d.lease().Seconds())
-		if err != nil {
-			return err
-		}
-		batch, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
-			var c claimed
-			err := row.Scan(&c.messageID, &c.createdAt, &c.aggregate, &c.attempts, &c.seriesAttempts, &c.trigger)
-			return c, err
-		})
-		if err != nil || len(batch) == 0 {
-			return err
-		}
-		ids, created := make([]string, len(batch)), make([]time.Time, len(batch))
-		for i, c := range batch {
-			ids[i], created[i] = c.messageID, c.createdAt
-		}
-		bodies, err := outbox.Bodies(ctx, tx, ids, created)
-		if err != nil {
-			return err
-		}
-		for i := range batch {
-			batch[i].body = bodies[batch[i].messageID]
-		}
-		return nil
-	})
+	}
+	if closeErr := results.Close(); err == nil {
+		err = closeErr
+	}
+	switch {
+	case errors.Is(err, ErrEndpointNotFound):
+		return Endpoint{}, nil, nil // deleted meanwhile: nothing to send
+	case err != nil:
+		return Endpoint{}, nil, fmt.Errorf("claim deliveries of %s: %w", run.endpointID, err)
+	case e.Status != StatusEnabled || len(claims) == 0:
+		return e, nil, nil
+	}
+	ids, created := make([]string, len(claims)), make([]time.Time, len(claims))
+	for i, c := range claims {
+		ids[i], created[i] = c.messageID, c.createdAt
+	}
+	bodies, err := outbox.Bodies(ctx, run.conn, ids, created)
 	if err != nil {
-		return Endpoint{}, nil, fmt.Errorf("claim deliveries of %s: %w", endpointID, err)
+		return Endpoint{}, nil, fmt.Errorf("claim deliveries of %s: %w", run.endpointID, err)
 	}
-	return e, batch, nil
+	for i := range claims {
+		claims[i].body = bodies[claims[i].messageID]
+		run.inFlight[claims[i].messageID] = true
+	}
+	return e, claims, nil
 }
 
-// send makes one attempt of each claimed message, in parallel.
-func (d *Dispatcher) send(ctx context.Context, e Endpoint, batch []claimed) []Result {
-	results := make([]Result, len(batch))
+// send makes one attempt of each claimed message, in parallel, at most
+// cap(sending) at a time across the endpoint's lanes. A message that finds
+// no free slot within one attempt's time (the endpoint is slow) is
+// returned unsent, due again at once, so that a batch never takes longer
+// than one attempt.
+func (d *Dispatcher) send(ctx context.Context, e Endpoint, batch []claimed, sending chan struct{}) []sendResult {
+	results := make([]sendResult, len(batch))
+	wait, cancel := context.WithTimeout(ctx, d.config.Sender.Timeout())
+	defer cancel()
 	var wg sync.WaitGroup
 	for i, c := range batch {
+		select {
+		case sending <- struct{}{}:
+		case <-wait.Done():
+			for j := i; j < len(batch); j++ {
+				results[j].unsent = true
+			}
+			wg.Wait()
+			return results
+		}
 		wg.Go(func() {
+			defer func() { <-sending }()
 			now := time.Now()
-			results[i] = d.config.Sender.Send(ctx, Request{
+			results[i].Result = d.config.Sender.Send(ctx, Request{
 				URL: e.URL, MessageID: c.messageID, Body: c.body, Secrets: e.SigningSecrets(now), Now: now,
 			})
 		})
@@ -262,13 +327,28 @@ func (d *Dispatcher) send(ctx context.Context, e Endpoint, batch []claimed) []Re
 	return results
 }
 
+// sendResult is one claimed message's attempt, or none (unsent).
+type sendResult struct {
+	Result
+	unsent bool
+}
+
 // record writes, in one transaction, every attempt of batch with what
 // comes next: the delivery settled, or its next attempt scheduled; the
 // next message of an object released once its predecessor settled; the
 // endpoint's health, disabled at a 410 or after failing for DisableAfter,
 // with ops told by email.
-func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e Endpoint, batch []claimed, results []Result) error {
+func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e Endpoint, claims []claimed, results []sendResult) error {
 	now := time.Now()
+	var (
+		batch []claimed
+		sent  []Result
+	)
+	for i, c := range claims {
+		if !results[i].unsent { // an unsent one is simply due again
+			batch, sent = append(batch, c), append(sent, results[i].Result)
+		}
+	}
 	n := len(batch)
 	var (
 		ids, statuses, errs, bodies, triggers = make([]string, n), make([]string, n), make([]*string, n), make([]*string, n), make([]string, n)
@@ -280,7 +360,7 @@ func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e End
 		anySuccess, anyFailure, gone          bool
 	)
 	for i, c := range batch {
-		r := results[i]
+		r := sent[i]
 		ids[i], triggers[i], attempts[i], series[i] = c.messageID, c.trigger, int32(c.attempts+1), int32(c.seriesAttempts+1)
 		durations[i], at[i], bodies[i] = int32(r.Duration.Milliseconds()), now.Add(-r.Duration), nullable(r.Body)
 		if r.Status != 0 {
@@ -328,7 +408,7 @@ func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e End
 			e.ID, ids, attempts, triggers, at, durations, codes, bodies, errs)
 		batch.Queue(`
 			UPDATE deliveries d SET status = u.status, attempts = u.attempt, series_attempts = u.series,
-				next_attempt_at = u.next, claimed_until = NULL, last_attempt_at = u.at,
+				next_attempt_at = u.next, last_attempt_at = u.at,
 				response_status = u.code, error = u.error
 			FROM unnest($2::text[], $3::text[], $4::int[], $5::int[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[])
 				AS u(id, status, attempt, series, next, at, code, error)
@@ -340,6 +420,9 @@ func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e End
 		}
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return fmt.Errorf("record %d attempts at %s: %w", len(ids), e.ID, err)
+		}
+		if n == 0 {
+			return nil
 		}
 		return d.health(ctx, tx, rc, e, anySuccess, anyFailure, gone)
 	})

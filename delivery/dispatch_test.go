@@ -703,3 +703,75 @@ func TestDispatchConcurrentDispatchers(t *testing.T) {
 	require.Equal(t, 1, rcv.maxPerID)
 	require.Greater(t, rcv.maxInFlight, 1, "payments went in parallel")
 }
+
+// TestDispatchSlowEndpointLetsUnsentClaimsGo: a lane claims more messages
+// than the endpoint may have in flight; when the endpoint holds every
+// slot for a whole attempt's time, the messages that found no slot go
+// back to the queue with no attempt recorded (they were never sent), and
+// go out once the endpoint answers.
+func TestDispatchSlowEndpointLetsUnsentClaimsGo(t *testing.T) {
+	t.Parallel()
+	const maxInFlight = 2
+	b := setup(t, func(c *delivery.DispatcherConfig) {
+		c.MaxInFlight = maxInFlight
+		c.Sender = delivery.NewSender(delivery.SenderConfig{Guard: delivery.GuardConfig{AllowPrivate: true}, Timeout: time.Second})
+	})
+	rcv, release := blockingReceiver(t, http.StatusOK)
+	e := b.endpoint(t, rcv.URL)
+	var msgs []outbox.Message
+	for i := range 12 {
+		msgs = append(msgs, message(t, "pi_"+strconv.Itoa(i), 1, "payment.succeeded"))
+	}
+	b.write(t, msgs...)
+	b.step(t)
+
+	// One batch per lane: every attempt times out after 1 s, and a lane
+	// stops claiming with less than an attempt and 5 s left. Each lane
+	// claims 4 messages for the 2 slots.
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Second+500*time.Millisecond)
+	defer cancel()
+	_, err := b.dispatcher.Dispatch(ctx, b.river, e.ID)
+	require.NoError(t, err)
+	var attempted, untried int
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT
+			count(*) FILTER (WHERE attempts > 0),
+			count(*) FILTER (WHERE attempts = 0 AND status = 'pending' AND next_attempt_at <= now())
+		FROM deliveries WHERE endpoint_id = $1`, e.ID).Scan(&attempted, &untried))
+	for _, m := range msgs {
+		n := len(b.attempts(t, e.ID, m.ID))
+		require.LessOrEqual(t, n, 1)
+	}
+	require.Equal(t, len(rcv.requests()), attempted, "an attempt recorded for each request made, none for a message not sent")
+	require.LessOrEqual(t, attempted, 2*maxInFlight, "messages past the in-flight bound waited one attempt's time at most, then went back unsent")
+	require.Positive(t, untried, "due again at once")
+
+	release()
+	b.drain(t, e.ID)
+	for _, m := range msgs {
+		require.Equal(t, delivery.DeliverySucceeded, b.delivery(t, e.ID, m.ID).Status)
+	}
+}
+
+// TestDispatchOneDispatcherPerEndpoint: while an endpoint's dispatcher
+// runs, another (another instance's) returns at once without sending.
+func TestDispatchOneDispatcherPerEndpoint(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rcv, release := blockingReceiver(t, http.StatusOK)
+	e := b.endpoint(t, rcv.URL)
+	b.write(t, message(t, "pi_1", 1, "payment.succeeded"))
+	b.step(t)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.dispatcher.Dispatch(context.WithoutCancel(t.Context()), b.river, e.ID)
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return len(rcv.requests()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	n, err := b.dispatcher.Dispatch(t.Context(), b.river, e.ID)
+	require.NoError(t, err)
+	require.Zero(t, n, "the second dispatcher left the endpoint to the first")
+	release()
+	require.NoError(t, <-done)
+	require.Len(t, rcv.requests(), 1)
+}

@@ -304,14 +304,13 @@ func FanOut(ctx context.Context, pool *pgxpool.Pool, limit int) (int, []string, 
 	return n, aggs, nil
 }
 
-// Kick queues a dispatcher for every enabled endpoint with a message due
-// and not being sent; one that has a dispatcher queued or running already
-// is left to it (the job is unique per endpoint).
+// Kick queues a dispatcher for every enabled endpoint with a message due;
+// one that has a dispatcher queued or running already is left to it (the
+// job is unique per endpoint).
 func Kick(ctx context.Context, pool *pgxpool.Pool, rc *river.Client[pgx.Tx]) error {
 	rows, err := pool.Query(ctx, `
 		SELECT e.id FROM endpoints e WHERE e.status = 'enabled' AND EXISTS (
-			SELECT 1 FROM deliveries d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= now()
-			  AND (d.claimed_until IS NULL OR d.claimed_until <= now()))`)
+			SELECT 1 FROM deliveries d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= now())`)
 	if err != nil {
 		return fmt.Errorf("find endpoints with messages due: %w", err)
 	}

@@ -9,8 +9,10 @@
 #      scripts/db.sh finds (never $DATABASE_URL's database), unless
 #      BENCH_DATABASE_KEEP=1; and paygate_bench_pgbench, migrated the same
 #      way, for the pgbench anchors (dropped at the end);
-#   3. anchors: pgbench of the one-event transaction
-#      (scripts/bench_naive_ingest.sql), of the same rows 32 to a
+#   3. anchors: pgbench of the one-event transaction on paygate's and
+#      River's tables (scripts/bench_naive_ingest.sql), of the bare
+#      one-event transaction, two rows on tables of its own
+#      (scripts/bench_bare_ingest.sql), of the same rows 32 to a
 #      transaction (scripts/bench_batch_ingest.sql), and the floor server
 #      (`loadgen floor`, no database) under wrk at each connection count;
 #   4. one `paygate serve`, wrk straight to it at each connection count
@@ -27,7 +29,7 @@
 #      messages published per second;
 #   6. scale-out: 1, 2 and 4 instances on the same database behind
 #      `loadgen proxy`, at 64 and 256 connections;
-#   7. the one-event pgbench again (the ratios use the mean of both), and
+#   7. both one-event pgbench runs again (the ratios use the mean of each), and
 #      the table (tmp/bench/report.txt).
 #
 # Knobs (environment):
@@ -51,7 +53,8 @@
 #   BENCH_DATABASE (paygate_bench)  the database measured (make bench-growth
 #                                 alternates a filled one and an empty one)
 #   BENCH_PROFILE=1               CPU profile of paygate at the highest level
-#                                 (tmp/bench/cpu.pprof)
+#                                 (tmp/bench/cpu.pprof; with an endpoint
+#                                 attached, tmp/bench/cpu-endpoint.pprof)
 #   BENCH_INGEST=tx               paygate built with one transaction per event
 # Raw outputs (wrk's, pgbench's, the servers' logs, results.json) go to
 # tmp/bench/ (git-ignored).
@@ -102,6 +105,7 @@ DATABASE_URL="$url" "$out/paygate" migrate >"$out/migrate.log" 2>&1
 fresh_anchor() {
   anchor_url=$(bench_db_recreate "$admin" "$anchor")
   DATABASE_URL="$anchor_url" "$out/paygate" migrate >"$out/migrate-pgbench.log" 2>&1
+  "$psql" "$anchor_url" -q -v ON_ERROR_STOP=1 -f scripts/bench_bare_schema.sql >/dev/null
   "$psql" "$anchor_url" -qc "CHECKPOINT" >/dev/null
 }
 
@@ -186,6 +190,7 @@ run_loadgen() { "$out/loadgen" run -secret "$secret" -database-url "$url" -out "
 
 say "pgbench anchors: 32 clients, ${pgsecs}s each, on $anchor"
 single_before=$(pgbench_run single-before scripts/bench_naive_ingest.sql)
+bare_before=$(pgbench_run bare-before scripts/bench_bare_ingest.sql)
 batch=$(pgbench_run batch scripts/bench_batch_ingest.sql -D batch=32)
 
 if [[ "${BENCH_FLOOR:-1}" != 0 ]]; then
@@ -203,7 +208,7 @@ say "paygate, one instance (log: tmp/bench/paygate-1.log)"
 start_paygate 1
 profile=()
 [[ -n "${BENCH_PROFILE:-}" ]] && profile=(-cpuprofile "$out/cpu.pprof" -ops-token "$token")
-run_loadgen -label paygate -url "$started_base/webhooks/stripe" -levels "$levels" -pids "$started_pid" \
+run_loadgen -label paygate -budget -url "$started_base/webhooks/stripe" -levels "$levels" -pids "$started_pid" \
   -warmup "${BENCH_WARMUP:-5000}" -rate "${BENCH_RATE:-1000}" -rate-seconds "${BENCH_RATE_SECONDS:-10}" \
   -rate-connections "${BENCH_RATE_CONNECTIONS:-64}" "${profile[@]}"
 stop_all
@@ -219,8 +224,10 @@ if [[ "${BENCH_ENDPOINT:-1}" != 0 ]]; then
   endpoint=$(curl -fsS -X POST "$started_base/v1/endpoints" -H "Authorization: Bearer $token" \
     -H "Idempotency-Key: bench-endpoint-$RANDOM$RANDOM" -H 'Content-Type: application/json' \
     -d "{\"url\":\"$receiver\",\"event_types\":[\"*\"],\"description\":\"make bench\"}" | sed -n 's/.*"id": "\(ep_[a-z2-7]*\)".*/\1/p')
-  run_loadgen -label paygate-endpoint -delivery -url "$started_base/webhooks/stripe" \
-    -levels "${BENCH_ENDPOINT_LEVELS:-64}" -pids "$started_pid" -warmup 0 -rate 0
+  profile=()
+  [[ -n "${BENCH_PROFILE:-}" ]] && profile=(-cpuprofile "$out/cpu-endpoint.pprof" -ops-token "$token")
+  run_loadgen -label paygate-endpoint -budget -delivery -url "$started_base/webhooks/stripe" \
+    -levels "${BENCH_ENDPOINT_LEVELS:-64}" -pids "$started_pid" -warmup 0 -rate 0 "${profile[@]}"
   say "receiver took $(curl -fsS "http://127.0.0.1:$p/count") deliveries"
   # The next runs measure without it.
   curl -fsS -X DELETE "$started_base/v1/endpoints/$endpoint" -H "Authorization: Bearer $token" >/dev/null
@@ -274,5 +281,7 @@ if [[ "${BENCH_SCALEOUT:-1}" != 0 ]]; then
 fi
 
 single_after=$(pgbench_run single-after scripts/bench_naive_ingest.sql)
+bare_after=$(pgbench_run bare-after scripts/bench_bare_ingest.sql)
 "$out/loadgen" report -results "$out/results.json" -pgbench-single "$single_before,$single_after" \
+  -pgbench-bare "$bare_before,$bare_after" \
   -pgbench-batch "$batch" -batch-size 32 -title "$title" | tee "$out/report.txt"

@@ -14,22 +14,40 @@ import (
 
 // anchors are the machine's limits measured in the same run.
 type anchors struct {
-	pgbenchSingle []float64 // tps of the one-event transaction, each run
+	pgbenchSingle []float64 // tps of the one-event transaction on paygate's and River's tables, each run
+	pgbenchBare   []float64 // tps of the bare one-event transaction, each run
 	pgbenchBatch  float64   // tps of the batched transaction
 	batchSize     int       // events per batched transaction
 }
 
 // single is the mean of the one-event pgbench runs: on a shared machine
 // the load drifts, and the runs bracket the measurement.
-func (a anchors) single() float64 {
+func (a anchors) single() float64 { return meanOf(a.pgbenchSingle) }
+
+// bare is the mean of the bare one-event pgbench runs: the least database
+// work an event can cost, the anchor the applying targets are set against.
+func (a anchors) bare() float64 { return meanOf(a.pgbenchBare) }
+
+func meanOf(vs []float64) float64 {
 	var sum float64
-	for _, v := range a.pgbenchSingle {
+	for _, v := range vs {
 		sum += v
 	}
-	if len(a.pgbenchSingle) == 0 {
+	if len(vs) == 0 {
 		return 0
 	}
-	return sum / float64(len(a.pgbenchSingle))
+	return sum / float64(len(vs))
+}
+
+// tpsList reads comma-separated tps figures, skipping what is not one.
+func tpsList(s string) []float64 {
+	var out []float64
+	for _, v := range strings.Split(s, ",") {
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f > 0 {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func (a anchors) batchEvents() float64 { return a.pgbenchBatch * float64(a.batchSize) }
@@ -38,6 +56,7 @@ func reportCommand(args []string) error {
 	fs := flag.NewFlagSet("report", flag.ExitOnError)
 	path := fs.String("results", "tmp/bench/results.json", "the measurements saved by loadgen run")
 	single := fs.String("pgbench-single", "", "tps of the one-event-per-transaction pgbench runs, comma-separated (the ratios use their mean)")
+	bare := fs.String("pgbench-bare", "", "tps of the bare one-event pgbench runs, comma-separated (the ratios use their mean)")
 	batch := fs.Float64("pgbench-batch", 0, "tps of the batched pgbench run")
 	batchSize := fs.Int("batch-size", 32, "events per transaction of the batched pgbench run")
 	title := fs.String("title", "", "lines printed above the table (\\n separates them)")
@@ -50,12 +69,7 @@ func reportCommand(args []string) error {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return fmt.Errorf("read %s: %w", *path, err)
 	}
-	a := anchors{pgbenchBatch: *batch, batchSize: *batchSize}
-	for _, v := range strings.Split(*single, ",") {
-		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f > 0 {
-			a.pgbenchSingle = append(a.pgbenchSingle, f)
-		}
-	}
+	a := anchors{pgbenchSingle: tpsList(*single), pgbenchBare: tpsList(*bare), pgbenchBatch: *batch, batchSize: *batchSize}
 	if *title != "" {
 		fmt.Println(strings.ReplaceAll(*title, `\n`, "\n"))
 	}
@@ -79,13 +93,15 @@ func verdict(ok bool) string {
 // Scale-out errors are printed, and do not count: several instances can
 // meet the database's own limits (max_connections) first.
 func report(out io.Writer, r results, a anchors) int64 {
-	base := a.single()
-	ratio := func(v float64) string {
-		if base <= 0 || v <= 0 {
+	base, bare := a.single(), a.bare()
+	ratioTo := func(v, of float64) string {
+		if of <= 0 || v <= 0 {
 			return "-"
 		}
-		return strconv.FormatFloat(v/base, 'f', 2, 64) + "×"
+		return strconv.FormatFloat(v/of, 'f', 2, 64) + "×"
 	}
+	ratio := func(v float64) string { return ratioTo(v, base) }
+	ratioBare := func(v float64) string { return ratioTo(v, bare) }
 	var floor, main, endpoint, broker *series
 	var scale []*series
 	for i := range r.Series {
@@ -112,7 +128,14 @@ func report(out io.Writer, r results, a anchors) int64 {
 		for _, v := range a.pgbenchSingle {
 			shown = append(shown, strconv.FormatFloat(v, 'f', 0, 64))
 		}
-		fmt.Fprintf(w, "pgbench, 1 event per transaction, 32 clients (tps %s; mean)\t%.0f\t\n", strings.Join(shown, ", "), base)
+		fmt.Fprintf(w, "pgbench, 1 event per transaction on paygate's and River's tables, 32 clients (tps %s; mean): pg1\t%.0f\t\n", strings.Join(shown, ", "), base)
+	}
+	if len(a.pgbenchBare) > 0 {
+		var shown []string
+		for _, v := range a.pgbenchBare {
+			shown = append(shown, strconv.FormatFloat(v, 'f', 0, 64))
+		}
+		fmt.Fprintf(w, "pgbench, bare: 1 event per transaction, an event row and a job row, 32 clients (tps %s; mean): bare\t%.0f\t\n", strings.Join(shown, ", "), bare)
 	}
 	if a.pgbenchBatch > 0 {
 		fmt.Fprintf(w, "pgbench, %d events per transaction, 32 clients (%.0f tps)\t%.0f\t\n", a.batchSize, a.pgbenchBatch, a.batchEvents())
@@ -132,7 +155,7 @@ func report(out io.Writer, r results, a anchors) int64 {
 		var failed int64
 		fmt.Fprintf(out, "\n%s\n", title)
 		w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-		head := "conns\tevents\tingest/s\t×pg1\tp50 ms\tp90 ms\tp99 ms\tmax ms\tnon-2xx\tsock err\te2e/s\t×pg1\tingest txns\tev/txn\tapply txns\tev/txn\t"
+		head := "conns\tevents\tingest/s\t×pg1\t×bare\tp50 ms\tp90 ms\tp99 ms\tmax ms\tnon-2xx\tsock err\te2e/s\t×pg1\t×bare\tingest txns\tev/txn\tapply txns\tev/txn\t"
 		if ref != nil {
 			head += "ingest vs 1\te2e vs 1\t"
 		}
@@ -141,10 +164,10 @@ func report(out io.Writer, r results, a anchors) int64 {
 		for _, lv := range s.Levels {
 			failed += lv.Wrk.Non2xx + lv.Wrk.socketErrors()
 			e2e := lv.e2e()
-			line := fmt.Sprintf("%d\t%d\t%.0f\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t%.0f\t%s\t%.0f\t%s\t",
-				lv.Connections, lv.Events, lv.ingest(), ratio(lv.ingest()),
+			line := fmt.Sprintf("%d\t%d\t%.0f\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t%s\t%.0f\t%s\t%.0f\t%s\t",
+				lv.Connections, lv.Events, lv.ingest(), ratio(lv.ingest()), ratioBare(lv.ingest()),
 				lv.Wrk.P50, lv.Wrk.P90, lv.Wrk.P99, lv.Wrk.Max, lv.Wrk.Non2xx, lv.Wrk.socketErrors(),
-				orDash(e2e, 0), ratio(e2e), lv.Ingest.Count, mean(lv.Ingest), lv.Apply.Count, mean(lv.Apply))
+				orDash(e2e, 0), ratio(e2e), ratioBare(e2e), lv.Ingest.Count, mean(lv.Ingest), lv.Apply.Count, mean(lv.Apply))
 			if ref != nil {
 				if rl := ref.level(lv.Connections); rl != nil {
 					line += fmt.Sprintf("%s\t%s\t", times(lv.ingest(), rl.ingest()), times(e2e, rl.e2e()))
@@ -158,6 +181,12 @@ func report(out io.Writer, r results, a anchors) int64 {
 		w.Flush()
 		for _, n := range notes {
 			fmt.Fprintln(out, "  "+n)
+		}
+		for _, lv := range s.Levels {
+			if b, n := lv.Budget, lv.Stored; b != nil && n > 0 {
+				fmt.Fprintf(out, "-c%d per event applied: %.1f statements in %.1f round trips, %.1f rows written, %.0f bytes of WAL (the server's)\n",
+					lv.Connections, b.Statements/float64(n), b.RoundTrips/float64(n), b.Rows/float64(n), b.WALBytes/float64(n))
+			}
 		}
 		if len(s.PeakRSS) > 0 {
 			var mib []string
@@ -215,6 +244,10 @@ func report(out io.Writer, r results, a anchors) int64 {
 		if lv := main.level(64); lv != nil {
 			fmt.Fprintf(w, "64 connections: ingest ≥ 2.5× pgbench single\t%s\t%s\t\n", ratio(lv.ingest()), verdict(base > 0 && lv.ingest() >= 2.5*base))
 			fmt.Fprintf(w, "64 connections: end-to-end ≥ 1.0× pgbench single\t%s\t%s\t\n", ratio(lv.e2e()), verdict(base > 0 && lv.e2e() >= base))
+			if bare > 0 {
+				fmt.Fprintf(w, "64 connections: ingest ≥ 2.5× bare\t%s\t%s\t\n", ratioBare(lv.ingest()), verdict(lv.ingest() >= 2.5*bare))
+				fmt.Fprintf(w, "64 connections: end-to-end ≥ 1.0× bare\t%s\t%s\t\n", ratioBare(lv.e2e()), verdict(lv.e2e() >= bare))
+			}
 		}
 		if lv := main.level(256); lv != nil {
 			limit, what := a.batchEvents(), fmt.Sprintf("pgbench-%d", a.batchSize)
@@ -242,10 +275,13 @@ func report(out io.Writer, r results, a anchors) int64 {
 			c := lv.Connections
 			fmt.Fprintf(w, "%d connections, one endpoint: ingest within 10 %% of without\t%s\t%s\t\n", c, times(lv.ingest(), ref.ingest()), verdict(lv.ingest() >= 0.9*ref.ingest()))
 			fmt.Fprintf(w, "%d connections, one endpoint: end-to-end within 10 %% of without\t%s\t%s\t\n", c, times(lv.e2e(), ref.e2e()), verdict(lv.e2e() >= 0.9*ref.e2e()))
+			if bare > 0 {
+				fmt.Fprintf(w, "%d connections, one endpoint: end-to-end ≥ 0.9× bare\t%s\t%s\t\n", c, ratioBare(lv.e2e()), verdict(lv.e2e() >= 0.9*bare))
+			}
 			if lv.Messages > 0 && lv.E2ESeconds > 0 {
 				// Keeping up: the last message left within a second of
 				// the last event's applying, whatever the backlog then.
-				fmt.Fprintf(w, "%d connections, one endpoint: delivery keeps up (last delivered ≤ 1 s after the last applied)\t+%.1f s\t%s\t\n", c, lv.DeliverySeconds-lv.E2ESeconds, verdict(lv.DeliverySeconds-lv.E2ESeconds <= 1))
+				fmt.Fprintf(w, "%d connections, one endpoint: delivery keeps up (last delivered ≤ 1 s after the last applied)\t%+.1f s\t%s\t\n", c, lv.DeliverySeconds-lv.E2ESeconds, verdict(lv.DeliverySeconds-lv.E2ESeconds <= 1))
 			}
 		}
 	}

@@ -55,12 +55,14 @@ type runOptions struct {
 	profileToken string
 	delivery     bool
 	nats         bool
+	budget       bool
 }
 
 func runCommand(args []string) error {
 	var o runOptions
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	fs.StringVar(&o.url, "url", "http://127.0.0.1:8080/webhooks/stripe", "the Stripe webhook endpoint wrk sends to (paygate, the proxy or the floor server)")
+	fs.BoolVar(&o.budget, "budget", false, "measure each level's database work per applied event: statements and round trips (paygate's /metrics), rows written and WAL bytes (PostgreSQL's statistics); adds about 11 s a level")
 	fs.StringVar(&o.metrics, "metrics", "", "comma-separated base URLs of the paygate instances, for /metrics and /debug/pprof/ (default: -url's)")
 	fs.StringVar(&o.secret, "secret", stripesim.DefaultWebhookSecret, "webhook signing secret (one of PAYGATE_STRIPE_WEBHOOK_SECRETS)")
 	fs.StringVar(&o.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "paygate's database, to wait for every event to be applied (empty: ingest only)")
@@ -131,6 +133,8 @@ type level struct {
 	Messages        int     `json:"messages,omitempty"`
 	DeliverySeconds float64 `json:"delivery_seconds,omitempty"`
 	Backlog         int     `json:"delivery_backlog,omitempty"`
+	// Budget: the database work of the level, when measured (-budget).
+	Budget *budget `json:"budget,omitempty"`
 	// With publishing to NATS on: the messages written since the first
 	// send, all published (acknowledged by JetStream and marked) by
 	// PublishSeconds after the first send; those not yet published when
@@ -194,6 +198,13 @@ func run(ctx context.Context, o runOptions) (series, error) {
 			w.duration = expected
 		}
 		before := scrapeAll(bases)
+		var dbBefore dbCounters
+		measure := o.budget && db != nil && name != "warmup" && name != "paced"
+		if measure {
+			if dbBefore, err = readDBCounters(ctx, db); err != nil {
+				return lv, err
+			}
+		}
 		what := fmt.Sprintf("%d events", events)
 		if rate > 0 {
 			what += fmt.Sprintf(" at %d/s offered", rate)
@@ -238,6 +249,22 @@ func run(ctx context.Context, o runOptions) (series, error) {
 					return lv, err
 				}
 				lv.PublishSeconds = took.Seconds()
+			}
+		}
+		if measure {
+			// A backend reports its statistics at most once a second, and
+			// an idle one within 10 s (PGSTAT_IDLE_INTERVAL).
+			time.Sleep(11 * time.Second)
+			dbAfter, err := readDBCounters(ctx, db)
+			if err != nil {
+				return lv, err
+			}
+			now := scrapeAll(bases)
+			lv.Budget = &budget{
+				Statements: now["paygate_db_statements_total"] - before["paygate_db_statements_total"],
+				RoundTrips: now["paygate_db_round_trips_total"] - before["paygate_db_round_trips_total"],
+				Rows:       dbAfter.rows - dbBefore.rows,
+				WALBytes:   dbAfter.walBytes - dbBefore.walBytes,
 			}
 		}
 		applied := scrapeAll(bases)
@@ -570,4 +597,28 @@ func saveSeries(path string, s series) error {
 		return err
 	}
 	return os.WriteFile(path, b, 0o644)
+}
+
+// budget is the database work of one level: what paygate sent
+// (statements, BEGIN and COMMIT included, and round trips) and what
+// PostgreSQL did (rows inserted, updated or deleted in the database; WAL
+// bytes of the whole server, so other databases' writes count too).
+type budget struct {
+	Statements float64 `json:"statements"`
+	RoundTrips float64 `json:"round_trips"`
+	Rows       float64 `json:"rows_written"`
+	WALBytes   float64 `json:"wal_bytes"`
+}
+
+type dbCounters struct{ rows, walBytes float64 }
+
+func readDBCounters(ctx context.Context, db *pgx.Conn) (dbCounters, error) {
+	var c dbCounters
+	err := db.QueryRow(ctx, `SELECT
+		(SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables)::float8,
+		(SELECT wal_bytes FROM pg_stat_wal)::float8`).Scan(&c.rows, &c.walBytes)
+	if err != nil {
+		return c, fmt.Errorf("read the database's statistics: %w", err)
+	}
+	return c, nil
 }

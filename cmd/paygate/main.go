@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paygate/paygate/migrations"
@@ -89,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-func openPool(ctx context.Context, cfg config, maxConns int32) (*pgxpool.Pool, error) {
+func openPool(ctx context.Context, cfg config, maxConns int32, tracer ...pgx.QueryTracer) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
@@ -104,6 +105,9 @@ func openPool(ctx context.Context, cfg config, maxConns int32) (*pgxpool.Pool, e
 	// provider gets its 503 and retries, instead of a hung request.
 	pc.ConnConfig.RuntimeParams["statement_timeout"] = "60000"
 	pc.ConnConfig.RuntimeParams["application_name"] = "paygate"
+	for _, t := range tracer {
+		pc.ConnConfig.Tracer = t
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
@@ -114,8 +118,8 @@ func openPool(ctx context.Context, cfg config, maxConns int32) (*pgxpool.Pool, e
 // openMigratedPool is openPool for the commands that need the schema: it
 // refuses, with the fix in the message, a database `paygate migrate` has not
 // brought up to date.
-func openMigratedPool(ctx context.Context, cfg config, maxConns int32) (*pgxpool.Pool, error) {
-	pool, err := openPool(ctx, cfg, maxConns)
+func openMigratedPool(ctx context.Context, cfg config, maxConns int32, tracer ...pgx.QueryTracer) (*pgxpool.Pool, error) {
+	pool, err := openPool(ctx, cfg, maxConns, tracer...)
 	if err != nil {
 		return nil, err
 	}

@@ -29,14 +29,15 @@ import (
 
 func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	tuneGC()
-	pool, err := openMigratedPool(ctx, cfg, 40)
+	statements := &statementCounter{}
+	pool, err := openMigratedPool(ctx, cfg, 40, statements)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), statements)
 
 	var jobClient *jobs.Client
 	var ingestPressure func() bool // set below, before the workers start
