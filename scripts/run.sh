@@ -32,6 +32,26 @@ if [[ -z "$own_url" ]]; then
 fi
 secret="${PAYGATE_STRIPE_WEBHOOK_SECRETS%%,*}"
 ops="${PAYGATE_OPS_TOKENS%%,*}"
+# bin/paygate demo reads the same environment, with these defaults when a
+# fresh shell has none: the command names what differs.
+demo=""
+if [[ -n "${_dev_demo_url:-}" ]]; then
+  demo_env=()
+  [[ "$PAYGATE_ADDR" != 127.0.0.1:8080 ]] && demo_env+=("PAYGATE_ADDR=$PAYGATE_ADDR")
+  [[ "$_dev_demo_url" != http://127.0.0.1:12111 ]] && demo_env+=("PAYGATE_STRIPE_API_URL=$_dev_demo_url")
+  [[ "$ops" != dev-ops-token ]] && demo_env+=("PAYGATE_OPS_TOKENS=$ops")
+  [[ "${PAYGATE_FINANCE_TOKENS%%,*}" != dev-finance-token ]] && demo_env+=("PAYGATE_FINANCE_TOKENS=${PAYGATE_FINANCE_TOKENS%%,*}")
+  demo="bin/paygate demo"
+  ((${#demo_env[@]})) && demo="$(printf '%q ' "${demo_env[@]}")$demo"
+  demo="
+See paygate at work (paste into another shell): a day of a shop's Stripe and
+Adyen payments through the webhooks, refunds through paygate, a
+reconciliation and deliveries to the shop's endpoint, then what to open in
+the console (README, \"Console tour\"):
+
+  $demo
+"
+fi
 cat <<MSG
 
 paygate (development) on http://$PAYGATE_ADDR
@@ -41,7 +61,7 @@ paygate (development) on http://$PAYGATE_ADDR
   Adyen HMAC key  ${PAYGATE_ADYEN_HMAC_KEYS%%,*}   Basic auth ${PAYGATE_ADYEN_BASIC_AUTH:-none}
   Standard Webhooks sources  ${PAYGATE_STANDARD_WEBHOOK_SOURCES%%=*}   (README, "Standard Webhooks")
   ops token       $ops      finance token  ${PAYGATE_FINANCE_TOKENS%%,*}
-
+$demo
 Send a signed test event (paste into another shell):
 
   payload='{"id":"evt_test_'\$RANDOM\$RANDOM'","object":"event","api_version":"2024-06-20","created":'\$(date +%s)',"livemode":false,"type":"payment_intent.succeeded","data":{"object":{"id":"pi_test_1","object":"payment_intent","amount":36000,"amount_received":36000,"currency":"usd","status":"succeeded","latest_charge":"ch_test_1"}}}'

@@ -34,6 +34,9 @@ usage:
   paygate refund PAYMENT_ID [--amount A] [--reason R] [--note N]
                                        refund a payment, and follow the request
   paygate stripe-events                the Stripe event types to subscribe an endpoint to
+  paygate demo [--date YYYY-MM-DD]     send a day of a shop's payments to a running paygate (make run),
+                                       refund, reconcile, and print what to open in the console
+  paygate demo serve                   the demo shop's Stripe, Adyen and endpoint (make run starts it)
 
 Configuration is read from the environment; see the README.
 `
@@ -77,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdPoison(ctx, cfg, logger, args[1:], stdout)
 	case "refund":
 		return cmdRefund(ctx, cfg, logger, args[1:], stdout)
+	case "demo":
+		return cmdDemo(ctx, cfg, logger, args[1:], stdout)
 	case "stripe-events":
 		// The types the Stripe mapping uses, comma-separated, as `stripe
 		// listen --events` and the Dashboard's endpoint form take them.

@@ -72,6 +72,13 @@ type server struct {
 
 func startServer(t *testing.T, dbURL string, extraEnv ...string) *server {
 	t.Helper()
+	return startServerAt(t, freeAddr(t), dbURL, extraEnv...)
+}
+
+// startServerAt is startServer on addr, for a test whose stand-ins must
+// know the server's address before it starts.
+func startServerAt(t *testing.T, addr, dbURL string, extraEnv ...string) *server {
+	t.Helper()
 	bin := paygateBinary(t)
 	env := append(os.Environ(),
 		"DATABASE_URL="+dbURL,
@@ -80,7 +87,7 @@ func startServer(t *testing.T, dbURL string, extraEnv ...string) *server {
 		"PAYGATE_FINANCE_TOKENS="+testFinance,
 	)
 	env = append(env, extraEnv...)
-	s := &server{addr: freeAddr(t), logs: &outbuf.Buffer{}, done: make(chan error, 1)}
+	s := &server{addr: addr, logs: &outbuf.Buffer{}, done: make(chan error, 1)}
 	s.cmd = exec.Command(bin, "serve")
 	s.cmd.Env = append(env, "PAYGATE_ADDR="+s.addr)
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs

@@ -51,7 +51,8 @@ func readmeBlock(t *testing.T, marker string) string {
 
 // TestReadmeQuickstarts runs the README's quickstart examples as written,
 // against the real binary configured as `make run` configures it (with
-// stripe-mock standing in for Stripe's API, as make run's does): only the
+// stripe-mock standing in for Stripe's API, as make run's does with
+// PAYGATE_DEV_STRIPE=stripe-mock): only the
 // address and the binary's path are put in for the test's own, and the
 // examples' one-second wait for the worker is made three, for a loaded
 // test machine.
