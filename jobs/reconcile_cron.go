@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/robfig/cron/v3"
 )
 
 // ErrInvalidCron: a schedule that is not five cron fields (or a macro), or
@@ -13,141 +15,148 @@ import (
 var ErrInvalidCron = errors.New("invalid cron schedule")
 
 // CronSchedule is a standard five-field cron schedule (minute hour
-// day-of-month month day-of-week) evaluated in UTC. It implements
-// river.PeriodicSchedule. A dozen lines of parsing is cheaper than a
-// dependency: fields take *, numbers, ranges (1-5), steps (*/15, 1-30/2),
-// lists (1,15) and, for months and weekdays, three-letter names (JAN, MON);
-// 0 and 7 are both Sunday. As in every cron, when both day fields are
-// restricted a day matching either one fires. The macros @yearly
-// (@annually), @monthly, @weekly, @daily (@midnight) and @hourly are
-// accepted.
+// day-of-month month day-of-week) evaluated in UTC, parsed by
+// github.com/robfig/cron/v3, the parser River's documentation uses for
+// periodic jobs. It implements river.PeriodicSchedule. Fields take *,
+// numbers, ranges (1-5), steps (*/15, 1-30/2), lists (1,15) and, for
+// months and weekdays, three-letter names (JAN, MON); 0 and 7 are both
+// Sunday. As in Vixie cron, when both day fields are restricted a day
+// matching either one fires, and a day field starting with * (*/2) does
+// not restrict. The macros @yearly (@annually), @monthly, @weekly, @daily
+// (@midnight) and @hourly are accepted, in any case.
 type CronSchedule struct {
-	spec                         string
-	minute, hour, dom, month     uint64 // bit i set: value i allowed
-	dow                          uint64
-	domRestricted, dowRestricted bool
+	spec     string
+	schedule *cron.SpecSchedule
 }
 
-var cronMacros = map[string]string{
-	"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
-	"@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
-}
-
+// cronParser parses schedules; cronFields parse each field alone when a
+// schedule is refused, to name the field at fault.
 var (
-	monthNames = map[string]int{"jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6,
-		"jul": 7, "aug": 8, "sep": 9, "oct": 10, "nov": 11, "dec": 12}
-	dowNames = map[string]int{"sun": 0, "mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6}
+	cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+	cronFields = []struct {
+		name, hint string
+		parser     cron.Parser
+	}{
+		{"minute", "", cron.NewParser(cron.Minute)},
+		{"hour", "", cron.NewParser(cron.Hour)},
+		{"day-of-month", "", cron.NewParser(cron.Dom)},
+		{"month", "", cron.NewParser(cron.Month)},
+		{"day-of-week", " (days are 0 to 7 or SUN to SAT; 0 and 7 are Sunday)", cron.NewParser(cron.Dow)},
+	}
 )
+
+// cronStarBit is robfig/cron's mark of a field written with *, which
+// makes a day field unrestricted; it marks */n only when n is 1.
+const cronStarBit = 1 << 63
+
+// cronSyntax is what a refusal reminds the operator of.
+const cronSyntax = "want five fields, minute hour day-of-month month day-of-week, in UTC, " +
+	"or one of @yearly, @monthly, @weekly, @daily, @hourly"
 
 // ParseCron parses a cron schedule. It fails with ErrInvalidCron.
 func ParseCron(spec string) (*CronSchedule, error) {
 	expanded := strings.TrimSpace(spec)
-	if m, ok := cronMacros[strings.ToLower(expanded)]; ok {
-		expanded = m
+	if strings.HasPrefix(expanded, "@") {
+		expanded = strings.ToLower(expanded)
+	}
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %q: %s", ErrInvalidCron, spec, fmt.Sprintf(format, args...))
+	}
+	if strings.HasPrefix(expanded, "TZ=") || strings.HasPrefix(expanded, "CRON_TZ=") || strings.HasPrefix(expanded, "@every") {
+		return nil, invalid("%s (the schedule is always UTC, and fires at set times)", cronSyntax)
 	}
 	fields := strings.Fields(expanded)
-	if len(fields) != 5 {
-		return nil, fmt.Errorf("%w: %q: want 5 fields (minute hour day-of-month month day-of-week), got %d", ErrInvalidCron, spec, len(fields))
-	}
-	s := &CronSchedule{spec: spec}
-	var err error
-	parse := func(i int, name string, lo, hi int, names map[string]int) uint64 {
-		if err != nil {
-			return 0
+	if !strings.HasPrefix(expanded, "@") {
+		if len(fields) != 5 {
+			return nil, invalid("%s; got %d fields", cronSyntax, len(fields))
 		}
-		var bits uint64
-		bits, err = parseCronField(fields[i], lo, hi, names)
-		if err != nil {
-			err = fmt.Errorf("%w: %q: %s field: %w", ErrInvalidCron, spec, name, err)
-		}
-		return bits
+		fields[4] = sevenAsZero(fields[4])
+		expanded = strings.Join(fields, " ")
 	}
-	s.minute = parse(0, "minute", 0, 59, nil)
-	s.hour = parse(1, "hour", 0, 23, nil)
-	s.dom = parse(2, "day-of-month", 1, 31, nil)
-	s.month = parse(3, "month", 1, 12, monthNames)
-	s.dow = parse(4, "day-of-week", 0, 7, dowNames)
+	parsed, err := cronParser.Parse(expanded)
 	if err != nil {
-		return nil, err
+		if len(fields) == 5 {
+			for i, f := range cronFields {
+				if _, ferr := f.parser.Parse(fields[i]); ferr != nil {
+					return nil, invalid("%s field: %v%s", f.name, ferr, f.hint)
+				}
+			}
+		}
+		return nil, invalid("%v (%s)", err, cronSyntax)
 	}
-	if s.dow&(1<<7) != 0 {
-		s.dow |= 1 // 7 is Sunday too
+	sched := parsed.(*cron.SpecSchedule) // @every, the one other kind, is refused above
+	sched.Location = time.UTC
+	if len(fields) == 5 {
+		// Vixie cron reads a day field starting with * as unrestricted,
+		// step or not; robfig/cron only without a step.
+		if strings.HasPrefix(fields[2], "*") {
+			sched.Dom |= cronStarBit
+		}
+		if strings.HasPrefix(fields[4], "*") {
+			sched.Dow |= cronStarBit
+		}
 	}
-	s.domRestricted = fields[2] != "*" && !strings.HasPrefix(fields[2], "*/")
-	s.dowRestricted = fields[4] != "*" && !strings.HasPrefix(fields[4], "*/")
+	s := &CronSchedule{spec: spec, schedule: sched}
 	if s.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
-		return nil, fmt.Errorf("%w: %q never fires", ErrInvalidCron, spec)
+		return nil, invalid("never fires")
 	}
 	return s, nil
 }
 
-func parseCronField(field string, lo, hi int, names map[string]int) (uint64, error) {
-	var bits uint64
-	for _, part := range strings.Split(field, ",") {
+// sevenAsZero rewrites a day-of-week field's 7 (Sunday, as cron has
+// always read it too) as 0, the only Sunday robfig/cron takes: 7 alone or
+// 7/n is 0, and a range a-7[/n] is a-6[/n] plus 0 when its steps land on
+// 7. Anything it cannot read is left for the parser to refuse.
+func sevenAsZero(field string) string {
+	parts := strings.Split(field, ",")
+	for i, part := range parts {
 		rng, stepText, hasStep := strings.Cut(part, "/")
-		step := 1
-		if hasStep {
-			n, err := strconv.Atoi(stepText)
-			if err != nil || n < 1 {
-				return 0, fmt.Errorf("bad step %q", stepText)
-			}
-			step = n
-		}
-		var from, to int
+		from, to, isRange := strings.Cut(rng, "-")
 		switch {
-		case rng == "*":
-			from, to = lo, hi
-		case strings.Contains(rng, "-"):
-			a, b, _ := strings.Cut(rng, "-")
-			var err error
-			if from, err = cronValue(a, lo, hi, names); err != nil {
-				return 0, err
-			}
-			if to, err = cronValue(b, lo, hi, names); err != nil {
-				return 0, err
-			}
-			if from > to {
-				return 0, fmt.Errorf("range %q runs backwards", rng)
-			}
-		default:
-			v, err := cronValue(rng, lo, hi, names)
-			if err != nil {
-				return 0, err
-			}
-			from, to = v, v
+		case !isRange && from == "7":
+			parts[i] = "0"
+		case isRange && to == "7":
+			start, ok := weekday(from)
+			step := 1
 			if hasStep {
-				to = hi // 5/15 means from 5, every 15
+				n, err := strconv.Atoi(stepText)
+				if err != nil || n < 1 {
+					ok = false
+				}
+				step = n
 			}
-		}
-		for v := from; v <= to; v += step {
-			bits |= 1 << uint(v)
+			if !ok {
+				continue
+			}
+			var rewritten []string
+			if start <= 6 {
+				r := fmt.Sprintf("%d-6", start)
+				if hasStep {
+					r += "/" + stepText
+				}
+				rewritten = append(rewritten, r)
+			}
+			if (7-start)%step == 0 {
+				rewritten = append(rewritten, "0")
+			}
+			parts[i] = strings.Join(rewritten, ",")
 		}
 	}
-	return bits, nil
+	return strings.Join(parts, ",")
 }
 
-func cronValue(s string, lo, hi int, names map[string]int) (int, error) {
+// weekday reads a day-of-week value from 0 to 7, or a name.
+func weekday(s string) (int, bool) {
+	names := map[string]int{"sun": 0, "mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6}
 	if v, ok := names[strings.ToLower(s)]; ok {
-		return v, nil
+		return v, true
 	}
 	v, err := strconv.Atoi(s)
-	if err != nil || v < lo || v > hi {
-		return 0, fmt.Errorf("%q is not a value from %d to %d", s, lo, hi)
-	}
-	return v, nil
+	return v, err == nil && v >= 0 && v <= 7
 }
 
 // String is the schedule as written.
 func (s *CronSchedule) String() string { return s.spec }
-
-func (s *CronSchedule) dayMatches(t time.Time) bool {
-	dom := s.dom&(1<<uint(t.Day())) != 0
-	dow := s.dow&(1<<uint(t.Weekday())) != 0
-	if s.domRestricted && s.dowRestricted {
-		return dom || dow
-	}
-	return dom && dow
-}
 
 // cronHorizon bounds the search for a firing time: a schedule that fires
 // in no five-year window (31 February) never fires.
@@ -157,42 +166,26 @@ const cronHorizon = 5 * 366 * 24 * time.Hour
 // the zero time if the schedule never fires. It implements
 // river.PeriodicSchedule.
 func (s *CronSchedule) Next(t time.Time) time.Time {
-	t = t.UTC().Truncate(time.Minute).Add(time.Minute)
-	limit := t.Add(cronHorizon)
-	for t.Before(limit) {
-		switch {
-		case s.month&(1<<uint(t.Month())) == 0:
-			t = time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, time.UTC)
-		case !s.dayMatches(t):
-			t = time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, time.UTC)
-		case s.hour&(1<<uint(t.Hour())) == 0:
-			t = t.Truncate(time.Hour).Add(time.Hour)
-		case s.minute&(1<<uint(t.Minute())) == 0:
-			t = t.Add(time.Minute)
-		default:
-			return t
-		}
-	}
-	return time.Time{}
+	return s.schedule.Next(t.UTC())
 }
 
 // Prev returns the latest firing time at or before t (UTC, to the minute);
-// the zero time if there is none within the horizon.
+// the zero time if there is none within the horizon. The library only
+// looks forward: Prev looks for the first firing after t − w for windows w
+// doubling from an hour, then walks forward to the last one not after t.
 func (s *CronSchedule) Prev(t time.Time) time.Time {
 	t = t.UTC().Truncate(time.Minute)
-	limit := t.Add(-cronHorizon)
-	for t.After(limit) {
-		switch {
-		case s.month&(1<<uint(t.Month())) == 0:
-			t = time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC).Add(-time.Minute)
-		case !s.dayMatches(t):
-			t = time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Add(-time.Minute)
-		case s.hour&(1<<uint(t.Hour())) == 0:
-			t = t.Truncate(time.Hour).Add(-time.Minute)
-		case s.minute&(1<<uint(t.Minute())) == 0:
-			t = t.Add(-time.Minute)
-		default:
-			return t
+	for window := time.Hour; window < 2*cronHorizon; window *= 2 {
+		fired := s.Next(t.Add(-window))
+		if fired.IsZero() || fired.After(t) {
+			continue
+		}
+		for {
+			next := s.Next(fired)
+			if next.IsZero() || next.After(t) {
+				return fired
+			}
+			fired = next
 		}
 	}
 	return time.Time{}

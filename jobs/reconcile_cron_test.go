@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -37,6 +38,14 @@ func TestCronNextAndPrev(t *testing.T) {
 		{"@daily", "2025-03-14 12:00", "2025-03-15 00:00", "2025-03-14 00:00"},
 		{"@hourly", "2025-03-14 12:30", "2025-03-14 13:00", "2025-03-14 12:00"},
 		{"0 0 1 JAN *", "2025-03-14 12:00", "2026-01-01 00:00", "2025-01-01 00:00"},
+		{"@WEEKLY", "2025-03-14 07:00", "2025-03-16 00:00", "2025-03-09 00:00"},
+		// A day field starting with * restricts nothing, step or not:
+		// every other day that is a Monday, not every other day or Monday.
+		{"0 0 */2 * mon", "2025-03-14 00:00", "2025-03-17 00:00", "2025-03-03 00:00"},
+		// 7 is Sunday in ranges too: Friday to Sunday; Mon, Wed, Fri, Sun.
+		{"0 6 * * 5-7", "2025-03-13 00:00", "2025-03-14 06:00", "2025-03-09 06:00"},
+		{"0 6 * * 1-7/2", "2025-03-14 07:00", "2025-03-16 06:00", "2025-03-14 06:00"},
+		{"0 6 * * 7/3", "2025-03-14 07:00", "2025-03-16 06:00", "2025-03-09 06:00"},
 	}
 	for _, c := range cases {
 		s, err := jobs.ParseCron(c.spec)
@@ -55,9 +64,34 @@ func TestCronRefusesBadSchedules(t *testing.T) {
 	for _, spec := range []string{
 		"", "0 2 * *", "0 2 * * * *", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *",
 		"* * * * 8", "*/0 * * * *", "5-1 * * * *", "a * * * *", "0 0 31 2 *", "@sometimes",
+		"@every 1h", "TZ=UTC", "CRON_TZ=Europe/Paris 0 2 * * *", "0 2 * * 6-8",
 	} {
 		_, err := jobs.ParseCron(spec)
 		require.True(t, errors.Is(err, jobs.ErrInvalidCron), "%q: %v", spec, err)
+	}
+}
+
+// TestCronRefusalsSayWhy: an operator reading the error of a bad
+// PAYGATE_RECONCILE_AT learns which field is wrong, or what is expected.
+func TestCronRefusalsSayWhy(t *testing.T) {
+	t.Parallel()
+	for spec, want := range map[string]string{
+		"0 2 * *":     "want five fields, minute hour day-of-month month day-of-week, in UTC",
+		"60 2 * * *":  "minute field: end of range (60) above maximum (59)",
+		"0 24 * * *":  "hour field",
+		"0 2 0 * *":   "day-of-month field",
+		"0 2 * 13 *":  "month field",
+		"0 2 * * 8":   "day-of-week field: end of range (8) above maximum (6): 8 (days are 0 to 7 or SUN to SAT; 0 and 7 are Sunday)",
+		"0 0 31 2 *":  "never fires",
+		"@every 1h":   "the schedule is always UTC, and fires at set times",
+		"@sometimes":  "unrecognized descriptor: @sometimes",
+		"TZ=UTC":      "the schedule is always UTC",
+		"*/0 2 * * *": "minute field: step of range should be a positive number",
+	} {
+		_, err := jobs.ParseCron(spec)
+		require.ErrorIs(t, err, jobs.ErrInvalidCron)
+		require.ErrorContains(t, err, fmt.Sprintf("%q", spec), "the error quotes the schedule")
+		require.ErrorContains(t, err, want, spec)
 	}
 }
 

@@ -17,46 +17,60 @@ import (
 	"github.com/paygate/paygate/internal/testdb"
 )
 
-// crashBundle is the refund saga against the real binary: one or more
-// `paygate serve` on one database, Stripe's simulator behind their API key
-// and its webhooks delivered to them, mailpit as their SMTP server.
-type crashBundle struct {
-	t        *testing.T
-	sim      *stripesim.Sim
-	mail     *mailpit.Server
-	db       string
-	env      []string
-	bin      string
-	payment  *stripesim.Payment
-	seen     int
-	gateways []*reliability.Gateway
+// crashHarness is the refund saga against the real binary, whatever the
+// provider: one or more `paygate serve` on one database, configured with
+// env, and the payment the scenario refunds.
+type crashHarness struct {
+	t         *testing.T
+	db        string
+	env       []string
+	bin       string
+	paymentID string
+	gateways  []*reliability.Gateway
 }
 
-func crashSetup(t *testing.T) *crashBundle {
+func newCrashHarness(t *testing.T, env ...string) *crashHarness {
 	t.Helper()
 	ctx := context.Background()
 	_, dbURL := testdb.NewWithURL(t)
 	bin, err := reliability.Binary(ctx)
 	require.NoError(t, err)
 	require.NoError(t, reliability.Migrate(ctx, bin, dbURL))
-	sim := stripesim.New(stripesim.Config{})
-	srv := sim.Start(t)
-	mail := mailpit.Start(t)
-	b := &crashBundle{t: t, sim: sim, mail: mail, db: dbURL, bin: bin, env: []string{
-		"PAYGATE_STRIPE_WEBHOOK_SECRETS=" + sim.WebhookSecret(),
-		"PAYGATE_STRIPE_API_KEY=" + sim.APIKey(),
-		"PAYGATE_STRIPE_API_URL=" + srv.URL,
-		"PAYGATE_SMTP_URL=" + mail.SMTPURL(),
-		"PAYGATE_EMAIL_FROM=paygate@example.test",
-		"PAYGATE_OPS_EMAIL=ops@example.test",
+	return &crashHarness{t: t, db: dbURL, bin: bin, env: append([]string{
 		// A short call bound, so that a crashed worker's refund is rescued
 		// within the test's patience.
 		"PAYGATE_REFUND_TIMEOUT=4s",
-	}}
-	return b
+	}, env...)}
 }
 
-func (b *crashBundle) start() *reliability.Gateway {
+// crashBundle is the harness with Stripe's simulator behind the gateways'
+// API key and its webhooks delivered to them, mailpit as their SMTP
+// server.
+type crashBundle struct {
+	*crashHarness
+	sim     *stripesim.Sim
+	mail    *mailpit.Server
+	payment *stripesim.Payment
+	seen    int
+}
+
+func crashSetup(t *testing.T) *crashBundle {
+	t.Helper()
+	sim := stripesim.New(stripesim.Config{})
+	srv := sim.Start(t)
+	mail := mailpit.Start(t)
+	h := newCrashHarness(t,
+		"PAYGATE_STRIPE_WEBHOOK_SECRETS="+sim.WebhookSecret(),
+		"PAYGATE_STRIPE_API_KEY="+sim.APIKey(),
+		"PAYGATE_STRIPE_API_URL="+srv.URL,
+		"PAYGATE_SMTP_URL="+mail.SMTPURL(),
+		"PAYGATE_EMAIL_FROM=paygate@example.test",
+		"PAYGATE_OPS_EMAIL=ops@example.test",
+	)
+	return &crashBundle{crashHarness: h, sim: sim, mail: mail}
+}
+
+func (b *crashHarness) start() *reliability.Gateway {
 	b.t.Helper()
 	g, err := reliability.NewGateway(reliability.GatewayConfig{Binary: b.bin, DatabaseURL: b.db, Env: b.env})
 	require.NoError(b.t, err)
@@ -84,9 +98,9 @@ type refundView struct {
 	ProviderRefundID *string `json:"provider_refund_id"`
 }
 
-func (b *crashBundle) ask(g *reliability.Gateway, key, amount string) refundView {
+func (b *crashHarness) ask(g *reliability.Gateway, key, amount string) refundView {
 	b.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, g.URL()+"/v1/payments/"+b.payment.ID+"/refunds",
+	req, err := http.NewRequest(http.MethodPost, g.URL()+"/v1/payments/"+b.paymentID+"/refunds",
 		bytes.NewReader([]byte(fmt.Sprintf(`{"amount":%q,"reason":"requested_by_customer"}`, amount))))
 	require.NoError(b.t, err)
 	req.Header.Set("Authorization", "Bearer "+reliability.OpsToken)
@@ -100,7 +114,7 @@ func (b *crashBundle) ask(g *reliability.Gateway, key, amount string) refundView
 	return v
 }
 
-func (b *crashBundle) state(g *reliability.Gateway, id string) refundView {
+func (b *crashHarness) state(g *reliability.Gateway, id string) refundView {
 	b.t.Helper()
 	var v refundView
 	require.Equal(b.t, http.StatusOK, getJSON(b.t, g.URL()+"/v1/refund-requests/"+id, reliability.OpsToken, &v))
@@ -108,7 +122,7 @@ func (b *crashBundle) state(g *reliability.Gateway, id string) refundView {
 }
 
 // waitFor polls until cond holds, for up to d.
-func (b *crashBundle) waitFor(what string, d time.Duration, cond func() bool) {
+func (b *crashHarness) waitFor(what string, d time.Duration, cond func() bool) {
 	b.t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -130,11 +144,20 @@ func (b *crashBundle) requireOneRefund(g *reliability.Gateway, id string) {
 	require.Equal(b.t, id, refunds[0].Metadata["paygate_refund_request"])
 	b.deliver(g)
 	b.waitFor("the request to succeed", 30*time.Second, func() bool { return b.state(g, id).State == "succeeded" })
+	b.requireLedgerRefund(g, "40.00")
+	b.waitFor("the confirmation email", 30*time.Second, func() bool { return countSubject(b.mail.Messages(b.t), "refund") == 1 })
+	time.Sleep(time.Second) // a second email, were there one, would be on its way by now
+	require.Equal(b.t, 1, countSubject(b.mail.Messages(b.t), "refund"), "one confirmation email")
+}
 
+// requireLedgerRefund checks the books once the provider reported the
+// refund: one refund transaction for the payment, and amount refunded.
+func (b *crashHarness) requireLedgerRefund(g *reliability.Gateway, amount string) {
+	b.t.Helper()
 	var ledger struct {
 		Transactions []struct{ Kind string } `json:"transactions"`
 	}
-	require.Equal(b.t, http.StatusOK, getJSON(b.t, g.URL()+"/v1/payments/"+b.payment.ID+"/ledger", reliability.OpsToken, &ledger))
+	require.Equal(b.t, http.StatusOK, getJSON(b.t, g.URL()+"/v1/payments/"+b.paymentID+"/ledger", reliability.OpsToken, &ledger))
 	refundTxns := 0
 	for _, tx := range ledger.Transactions {
 		if tx.Kind == "refund" {
@@ -142,9 +165,25 @@ func (b *crashBundle) requireOneRefund(g *reliability.Gateway, id string) {
 		}
 	}
 	require.Equal(b.t, 1, refundTxns, "one refund transaction in the ledger")
-	b.waitFor("the confirmation email", 30*time.Second, func() bool { return countSubject(b.mail.Messages(b.t), "refund") == 1 })
-	time.Sleep(time.Second) // a second email, were there one, would be on its way by now
-	require.Equal(b.t, 1, countSubject(b.mail.Messages(b.t), "refund"), "one confirmation email")
+	var p struct {
+		AmountRefunded string `json:"amount_refunded"`
+	}
+	require.Equal(b.t, http.StatusOK, getJSON(b.t, g.URL()+"/v1/payments/"+b.paymentID, reliability.OpsToken, &p))
+	require.Equal(b.t, amount, p.AmountRefunded)
+}
+
+// awaitPayment waits until the payment's webhooks are applied: captured
+// for amount.
+func (b *crashHarness) awaitPayment(g *reliability.Gateway, amount string) {
+	b.t.Helper()
+	b.waitFor("the payment", 30*time.Second, func() bool {
+		var p struct {
+			Status         string
+			AmountCaptured string `json:"amount_captured"`
+		}
+		return getJSON(b.t, g.URL()+"/v1/payments/"+b.paymentID, reliability.OpsToken, &p) == http.StatusOK &&
+			p.Status == "succeeded" && p.AmountCaptured == amount
+	})
 }
 
 func countSubject(msgs []mailpit.Message, word string) int {
@@ -160,11 +199,9 @@ func countSubject(msgs []mailpit.Message, word string) int {
 func (b *crashBundle) pay(g *reliability.Gateway) {
 	b.t.Helper()
 	b.payment = b.sim.Pay(stripesim.PayOpts{Amount: 12000, Currency: "usd", Email: "buyer@example.test"})
+	b.paymentID = b.payment.ID
 	b.deliver(g)
-	b.waitFor("the payment", 30*time.Second, func() bool {
-		var p struct{ Status string }
-		return getJSON(b.t, g.URL()+"/v1/payments/"+b.payment.ID, reliability.OpsToken, &p) == http.StatusOK && p.Status == "succeeded"
-	})
+	b.awaitPayment(g, "120.00")
 	b.mail.DeleteAll(b.t) // the receipt: the scenarios count refund emails only
 }
 

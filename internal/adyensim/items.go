@@ -20,7 +20,7 @@ type Item struct {
 	MerchantReference   string            `json:"merchantReference"`
 	Operations          []string          `json:"operations,omitempty"`
 	OriginalReference   string            `json:"originalReference,omitempty"`
-	PaymentMethod       string            `json:"paymentMethod"`
+	PaymentMethod       string            `json:"paymentMethod,omitempty"`
 	PspReference        string            `json:"pspReference"`
 	Reason              string            `json:"reason"`
 	Success             string            `json:"success"`
@@ -46,6 +46,7 @@ const (
 	EventChargeback         = "CHARGEBACK"
 	EventChargebackReversed = "CHARGEBACK_REVERSED"
 	EventSecondChargeback   = "SECOND_CHARGEBACK"
+	EventReportAvailable    = "REPORT_AVAILABLE"
 )
 
 // The card every payment is made with: Adyen's Visa test card.
@@ -109,6 +110,7 @@ func (s *Sim) Authorise(value int64, currency, merchantRef string, success bool)
 	var it Item
 	if success {
 		auth := fmt.Sprintf("%06d", s.rng.IntN(1_000_000))
+		p.authCode = auth
 		it = s.itemLocked(EventAuthorisation, p.psp, p, value, true, auth+":"+cardSummary+":"+cardExpiry, map[string]string{
 			"authCode": auth, "cardSummary": cardSummary, "expiryDate": cardExpiry, "cardBin": "411111",
 		})
@@ -132,6 +134,7 @@ func (s *Sim) Capture(paymentPSP string, value int64) (string, Item) {
 	psp := s.newPSPLocked()
 	p.captures[psp] = true
 	p.captured += value
+	s.moveLocked(RowSettled, psp, p, value)
 	return psp, s.itemLocked(EventCapture, psp, p, value, true, "", nil)
 }
 
@@ -147,6 +150,7 @@ func (s *Sim) CaptureFailed(paymentPSP, capturePSP string, value int64) Item {
 		panic(fmt.Sprintf("adyensim: CaptureFailed: %s is not a capture of %s", capturePSP, paymentPSP))
 	}
 	p.captured -= value
+	s.reports.moves[moveKey{RowSettled, capturePSP}].failed = true
 	return s.itemLocked(EventCaptureFailed, capturePSP, p, value, true, "Capture Failed", map[string]string{"paymentMethodVariant": paymentMethod})
 }
 
@@ -175,6 +179,7 @@ func (s *Sim) CancelOrRefund(paymentPSP, action string) (string, Item) {
 	psp := s.newPSPLocked()
 	if action == "refund" {
 		p.refunds[psp] = true
+		s.moveLocked(RowRefunded, psp, p, p.value)
 	}
 	return psp, s.itemLocked(EventCancelOrRefund, psp, p, p.value, true, "", map[string]string{"modification.action": action})
 }
@@ -194,6 +199,7 @@ func (s *Sim) Refund(paymentPSP string, value int64, success bool) (string, Item
 		reason = "Insufficient balance on payment"
 	} else {
 		p.refunded += value
+		s.moveLocked(RowRefunded, psp, p, value)
 	}
 	return psp, s.itemLocked(EventRefund, psp, p, value, success, reason, nil)
 }
@@ -207,7 +213,8 @@ func (s *Sim) RefundFailed(paymentPSP, refundPSP string, value int64) Item {
 	defer s.mu.Unlock()
 	p := s.refundOfLocked("RefundFailed", paymentPSP, refundPSP)
 	p.refunded -= value
-	return s.itemLocked(EventRefundFailed, refundPSP, p, value, true, "Refund Failed", map[string]string{"paymentMethodVariant": paymentMethod})
+	s.moveLocked(RowRefundedReversed, refundPSP, p, value)
+	return s.refundItemLocked(s.itemLocked(EventRefundFailed, refundPSP, p, value, true, "Refund Failed", map[string]string{"paymentMethodVariant": paymentMethod}))
 }
 
 // RefundedReversed is the REFUNDED_REVERSED Adyen sends when the money of
@@ -219,7 +226,23 @@ func (s *Sim) RefundedReversed(paymentPSP, refundPSP string, value int64) Item {
 	defer s.mu.Unlock()
 	p := s.refundOfLocked("RefundedReversed", paymentPSP, refundPSP)
 	p.refunded -= value
-	return s.itemLocked(EventRefundedReversed, refundPSP, p, value, true, "", nil)
+	s.moveLocked(RowRefundedReversed, refundPSP, p, value)
+	return s.refundItemLocked(s.itemLocked(EventRefundedReversed, refundPSP, p, value, true, "", nil))
+}
+
+// refundItemLocked is it, an item about a refund, as Adyen sends it: a
+// refund asked through the Checkout API is named in every item about it
+// by the reference its request gave, as merchantReference (Adyen's
+// Webhooks-v1 examples of REFUND, REFUND_FAILED and REFUNDED_REVERSED
+// carry the same merchantReference).
+func (s *Sim) refundItemLocked(it Item) Item {
+	for _, c := range s.checkout.refunds {
+		if c.PspReference == it.PspReference {
+			it.MerchantReference = c.Reference
+			return s.signLocked(it)
+		}
+	}
+	return it
 }
 
 func (s *Sim) refundOfLocked(method, paymentPSP, refundPSP string) *payment {
@@ -245,6 +268,7 @@ func (s *Sim) Chargeback(paymentPSP string, value int64, disputeStatus string) (
 	p := s.authorisedLocked("Chargeback", paymentPSP)
 	psp := s.newPSPLocked()
 	p.disputes[psp] = true
+	s.moveLocked(RowChargeback, psp, p, value)
 	extra := disputeData(disputeStatus)
 	extra["defendable"] = "true"
 	extra["defensePeriodEndsAt"] = s.dateLocked(s.now.Add(defensePeriod))
@@ -258,6 +282,7 @@ func (s *Sim) ChargebackReversed(paymentPSP, disputePSP string, value int64) Ite
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.disputeOfLocked("ChargebackReversed", paymentPSP, disputePSP)
+	s.moveLocked(RowChargebackReversed, disputePSP, p, value)
 	return s.itemLocked(EventChargebackReversed, disputePSP, p, value, true, chargebackReason, disputeData("Won"))
 }
 
@@ -269,6 +294,7 @@ func (s *Sim) SecondChargeback(paymentPSP, disputePSP string, value int64) Item 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.disputeOfLocked("SecondChargeback", paymentPSP, disputePSP)
+	s.moveLocked(RowSecondChargeback, disputePSP, p, value)
 	return s.itemLocked(EventSecondChargeback, disputePSP, p, value, true, chargebackReason, disputeData("Lost"))
 }
 

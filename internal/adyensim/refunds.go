@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 )
 
@@ -44,6 +45,10 @@ type checkout struct {
 	// the connection is closed after the refund is made and its answer
 	// stored under its key.
 	drops int
+	// holds is how many of the next committed refunds keep their answer
+	// until ReleaseRefundAnswers; held are those waiting.
+	holds int
+	held  []heldAnswer
 	// calls counts the refund requests received, replays included.
 	calls int
 }
@@ -52,6 +57,16 @@ type storedAnswer struct {
 	bodyHash [32]byte
 	status   int
 	body     []byte
+	// inProgress: the refund is made but Adyen is still working on the
+	// request, so the answer is not out yet.
+	inProgress bool
+}
+
+// heldAnswer is the answer of a refund held by HoldNextRefundAnswers;
+// release is closed when it goes out.
+type heldAnswer struct {
+	key, psp string
+	release  chan struct{}
 }
 
 func newCheckout(apiKey string) checkout {
@@ -103,13 +118,17 @@ func (s *Sim) StartCheckout(t testing.TB) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(s.CheckoutHandler())
 	t.Cleanup(srv.Close)
+	// Runs before srv.Close, which waits for every handler: a held answer
+	// must not outlive the test.
+	t.Cleanup(func() { s.ReleaseRefundAnswers() })
 	return srv
 }
 
 // CheckoutHandler serves the Checkout API's refund endpoint,
 // POST CheckoutPath/payments/{paymentPspReference}/refunds, as Adyen
 // does: the X-API-Key checked (401), the merchant account checked (403),
-// an Idempotency-Key's first answer replayed for the same body, a refund
+// an Idempotency-Key's first answer replayed for the same body (409 with
+// errorCode 704 while that answer is held), a refund
 // above the captured amount not yet refunded refused (422, validation),
 // and 201 {"pspReference","paymentPspReference","status":"received"}
 // when the refund is taken. Its outcome is reported later by
@@ -137,6 +156,56 @@ func (s *Sim) DropNextRefundAnswers(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.checkout.drops = n
+}
+
+// HoldNextRefundAnswers makes the next n refunds keep their answer: each
+// is made, then Adyen is still "processing" the request until
+// ReleaseRefundAnswers. Meanwhile the caller waits with nothing on the
+// wire (until it gives up or dies), and another request with the same
+// Idempotency-Key is answered 409, errorCode 704 "request already
+// processed or in progress", Transient-Error: true, as Adyen answers a key
+// in use. Once released, the answer goes to a caller still waiting, and
+// is replayed for the key.
+func (s *Sim) HoldNextRefundAnswers(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checkout.holds = n
+}
+
+// ReleaseRefundAnswers lets every held answer out, and returns how many
+// there were.
+func (s *Sim) ReleaseRefundAnswers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.checkout.held)
+	for _, h := range s.checkout.held {
+		s.releaseLocked(h)
+	}
+	s.checkout.held = nil
+	return n
+}
+
+// ReleaseRefundAnswer lets out the held answer of refund refundPSP, and
+// reports whether it was held.
+func (s *Sim) ReleaseRefundAnswer(refundPSP string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, h := range s.checkout.held {
+		if h.psp == refundPSP {
+			s.releaseLocked(h)
+			s.checkout.held = slices.Delete(s.checkout.held, i, i+1)
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Sim) releaseLocked(h heldAnswer) {
+	if a, ok := s.checkout.answers[h.key]; ok {
+		a.inProgress = false
+		s.checkout.answers[h.key] = a
+	}
+	close(h.release)
 }
 
 // CheckoutRefunds returns copies of the refunds the Checkout API made, in
@@ -184,12 +253,11 @@ func (s *Sim) RefundOutcome(refundPSP string, success bool, reason string) Item 
 	p := s.payments[r.PaymentPspReference]
 	if success {
 		reason = ""
+		s.moveLocked(RowRefunded, r.PspReference, p, r.Value).modMerchantRef = r.Reference
 	} else {
 		p.refunded -= r.Value
 	}
-	it := s.itemLocked(EventRefund, r.PspReference, p, r.Value, success, reason, map[string]string{"paymentMethodVariant": paymentMethod})
-	it.MerchantReference = r.Reference
-	return s.signLocked(it)
+	return s.refundItemLocked(s.itemLocked(EventRefund, r.PspReference, p, r.Value, success, reason, map[string]string{"paymentMethodVariant": paymentMethod}))
 }
 
 // maxRequest bounds a request body: Adyen's refund requests are small.
@@ -225,14 +293,27 @@ func (s *Sim) serveRefund(w http.ResponseWriter, r *http.Request) {
 				Message: "Idempotency-Key was used with another request", ErrorType: "validation"}))
 			return
 		}
+		if prev.inProgress {
+			w.Header().Set("Transient-Error", "true")
+			writeAnswer(w, key, http.StatusConflict, errorBody(ServiceError{Status: 409, ErrorCode: "704",
+				Message: "request already processed or in progress", ErrorType: "validation"}))
+			return
+		}
 		writeAnswer(w, key, prev.status, prev.body)
 		return
 	}
-	status, answer, drop := s.refundLocked(r.PathValue("psp"), key, body)
+	status, answer, drop, release := s.refundLocked(r.PathValue("psp"), key, body)
 	if key != "" && status != http.StatusUnauthorized && status != http.StatusForbidden {
-		s.checkout.answers[key] = storedAnswer{bodyHash: hash, status: status, body: answer}
+		s.checkout.answers[key] = storedAnswer{bodyHash: hash, status: status, body: answer, inProgress: release != nil}
 	}
 	s.mu.Unlock()
+	if release != nil {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return // the caller gave up; the answer stays stored for its key
+		}
+	}
 	if drop {
 		if hj, ok := w.(http.Hijacker); ok {
 			if conn, _, err := hj.Hijack(); err == nil {
@@ -246,38 +327,39 @@ func (s *Sim) serveRefund(w http.ResponseWriter, r *http.Request) {
 }
 
 // refundLocked decides a refund request and, when it is taken, makes the
-// refund; drop reports that its answer is to be lost.
-func (s *Sim) refundLocked(paymentPSP, key string, body []byte) (status int, answer []byte, drop bool) {
+// refund; drop reports that its answer is to be lost, release (when not
+// nil) that it is held until closed.
+func (s *Sim) refundLocked(paymentPSP, key string, body []byte) (status int, answer []byte, drop bool, release chan struct{}) {
 	var req refundRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return http.StatusBadRequest, errorBody(ServiceError{Status: 400, ErrorCode: "702",
-			Message: "Structure of PaymentRefundRequest contains the following unknown fields or is not valid JSON", ErrorType: "validation"}), false
+			Message: "Structure of PaymentRefundRequest contains the following unknown fields or is not valid JSON", ErrorType: "validation"}), false, nil
 	}
 	if req.MerchantAccount != s.merchant {
 		return http.StatusForbidden, errorBody(ServiceError{Status: 403, ErrorCode: "901",
-			Message: "Invalid Merchant Account", ErrorType: "security"}), false
+			Message: "Invalid Merchant Account", ErrorType: "security"}), false, nil
 	}
 	if req.Amount == nil || req.Amount.Value <= 0 {
 		return http.StatusUnprocessableEntity, errorBody(ServiceError{Status: 422, ErrorCode: "137",
-			Message: "Invalid amount specified", ErrorType: "validation"}), false
+			Message: "Invalid amount specified", ErrorType: "validation"}), false, nil
 	}
 	p, ok := s.payments[paymentPSP]
 	if !ok || !p.authorised {
 		return http.StatusUnprocessableEntity, errorBody(ServiceError{Status: 422, ErrorCode: "167",
-			Message: "Original pspReference required for this operation", ErrorType: "validation"}), false
+			Message: "Original pspReference required for this operation", ErrorType: "validation"}), false, nil
 	}
 	if refuse := s.checkout.refuse; refuse != nil {
 		s.checkout.refuse = nil
-		return refuse.Status, errorBody(*refuse), false
+		return refuse.Status, errorBody(*refuse), false, nil
 	}
 	if req.Amount.Currency != p.currency {
 		return http.StatusUnprocessableEntity, errorBody(ServiceError{Status: 422, ErrorCode: "137",
-			Message: "Invalid amount specified: currency " + req.Amount.Currency + " is not the payment's", ErrorType: "validation"}), false
+			Message: "Invalid amount specified: currency " + req.Amount.Currency + " is not the payment's", ErrorType: "validation"}), false, nil
 	}
 	if req.Amount.Value > p.captured-p.refunded {
 		return http.StatusUnprocessableEntity, errorBody(ServiceError{Status: 422, ErrorCode: "137",
 			Message: fmt.Sprintf("Invalid amount specified: %d %s exceeds the %d captured and not refunded",
-				req.Amount.Value, p.currency, p.captured-p.refunded), ErrorType: "validation"}), false
+				req.Amount.Value, p.currency, p.captured-p.refunded), ErrorType: "validation"}), false, nil
 	}
 	psp := s.newPSPLocked()
 	p.refunds[psp] = true
@@ -294,7 +376,12 @@ func (s *Sim) refundLocked(paymentPSP, key string, body []byte) (status int, ans
 		s.checkout.drops--
 		drop = true
 	}
-	return http.StatusCreated, answer, drop
+	if s.checkout.holds > 0 {
+		s.checkout.holds--
+		release = make(chan struct{})
+		s.checkout.held = append(s.checkout.held, heldAnswer{key: key, psp: psp, release: release})
+	}
+	return http.StatusCreated, answer, drop, release
 }
 
 func errorBody(e ServiceError) []byte {

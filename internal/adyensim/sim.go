@@ -4,7 +4,10 @@
 // Adyen's real shape (the schemas of Webhooks-v1 in Adyen's OpenAPI
 // definitions), dated by a clock the test moves and signed with the HMAC
 // Adyen computes. It marshals batches as Adyen does and POSTs them like
-// Adyen's delivery, with Basic auth when asked.
+// Adyen's delivery, with Basic auth when asked. It serves the Checkout
+// API's refund endpoint (refunds.go), and writes and serves the
+// settlement detail reports of payout batches built from what it did
+// (report.go).
 //
 // A scenario is a script of typed calls (Authorise, Capture, Refund,
 // Chargeback…). Given the same Config.Seed and script, every reference and
@@ -44,6 +47,13 @@ const (
 	DefaultLocation = "Europe/Amsterdam"
 	// DefaultAPIKey is the web service user's key the Checkout API takes.
 	DefaultAPIKey = "AQEyhmfxsim_test_api_key_not_a_secret"
+	// DefaultCompanyAccount is the company account the merchant account
+	// belongs to.
+	DefaultCompanyAccount = "PaygateCompany"
+	// DefaultReportUser and DefaultReportPassword are the report user's
+	// credentials, named as Adyen names report users.
+	DefaultReportUser     = "report_000001@Company.PaygateCompany"
+	DefaultReportPassword = "sim-report-password-not-a-secret"
 )
 
 // Config configures a Sim. Every field is optional.
@@ -72,6 +82,13 @@ type Config struct {
 	// APIKey is the key the Checkout API takes (X-API-Key);
 	// DefaultAPIKey if empty.
 	APIKey string
+	// CompanyAccount is the Company Account column of settlement
+	// reports; DefaultCompanyAccount if empty.
+	CompanyAccount string
+	// ReportUser and ReportPassword are the report user's credentials
+	// the report downloads take (HTTP Basic auth); DefaultReportUser and
+	// DefaultReportPassword if empty.
+	ReportUser, ReportPassword string
 }
 
 // Sim is a simulated Adyen merchant account. It is safe for concurrent use.
@@ -91,6 +108,7 @@ type Sim struct {
 	payments map[string]*payment // by the payment's pspReference
 
 	checkout checkout // the Checkout API's refunds (refunds.go)
+	reports  reports  // settlement batches and their files (report.go)
 }
 
 type payment struct {
@@ -99,6 +117,7 @@ type payment struct {
 	currency   string
 	reference  string
 	authorised bool
+	authCode   string
 	captures   map[string]bool
 	refunds    map[string]bool
 	disputes   map[string]bool
@@ -123,6 +142,7 @@ func New(cfg Config) *Sim {
 		refs:     map[string]bool{},
 		payments: map[string]*payment{},
 		checkout: newCheckout(cfg.APIKey),
+		reports:  newReports(cfg),
 	}
 	if s.merchant == "" {
 		s.merchant = DefaultMerchantAccount
