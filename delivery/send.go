@@ -74,9 +74,12 @@ func NewSender(cfg SenderConfig) *Sender {
 		ResponseHeaderTimeout:  timeout,
 		MaxResponseHeaderBytes: maxResponseHeader,
 		MaxIdleConns:           256,
-		MaxIdleConnsPerHost:    16,
-		IdleConnTimeout:        90 * time.Second,
-		ForceAttemptHTTP2:      true,
+		// Each request an endpoint has in flight keeps its connection for
+		// the next one: with fewer idle connections than requests in
+		// flight, every batch would open (and close) the difference anew.
+		MaxIdleConnsPerHost: DefaultMaxInFlight,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   true,
 	}
 	return &Sender{
 		client: &http.Client{
