@@ -23,6 +23,7 @@ import (
 	"github.com/paygate/paygate/delivery"
 	"github.com/paygate/paygate/delivery/natsjs"
 	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/ledger"
 )
 
 // Config configures the API.
@@ -65,6 +66,13 @@ type Config struct {
 	// DefaultAuthFailureWindow; tests shorten the window.
 	AuthFailureLimit  int
 	AuthFailureWindow time.Duration
+	// GLAccounts are the general ledger's codes for the chart's accounts
+	// in journal exports (PAYGATE_GL_ACCOUNTS); XeroTaxRate the tax rate
+	// name Xero's lines carry (PAYGATE_GL_XERO_TAX_RATE, default
+	// DefaultXeroTaxRate). A close stores both with the period, so its
+	// export stays the same bytes.
+	GLAccounts  ledger.GLAccounts
+	XeroTaxRate string
 }
 
 // DefaultRequestTimeout is Config.RequestTimeout's default: /v1 handlers
@@ -172,6 +180,9 @@ func (s *Server) bounded(next echo.HandlerFunc) echo.HandlerFunc {
 			// A feed request may wait for messages (wait=, up to 30 s)
 			// before its work begins.
 			deadline = deadline.Add(feedMaxWait)
+		}
+		if isJournalExport(c.Path()) {
+			deadline = time.Now().Add(max(s.config.RequestTimeout, journalExportTimeout))
 		}
 		// Not every writer has a deadline (a test's recorder does not):
 		// the context's still holds.

@@ -133,12 +133,12 @@ func TestGeneratedClientDrivesTheServer(t *testing.T) {
 	require.Equal(t, first.JSON202.EventID, again.JSON202.EventID)
 
 	forbidden, err := ops.CreateReconciliationRunWithResponse(ctx, &client.CreateReconciliationRunParams{IdempotencyKey: "client-run-ops"},
-		client.ReconciliationRunRequest{Date: openapi_types.Date{Time: time.Date(2025, 3, 14, 0, 0, 0, 0, time.UTC)}})
+		client.ReconciliationRunRequest{Date: &openapi_types.Date{Time: time.Date(2025, 3, 14, 0, 0, 0, 0, time.UTC)}})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusForbidden, forbidden.StatusCode(), "runs are finance's")
 
 	created, err := finance.CreateReconciliationRunWithResponse(ctx, &client.CreateReconciliationRunParams{IdempotencyKey: "client-run-1"},
-		client.ReconciliationRunRequest{Date: openapi_types.Date{Time: time.Date(2025, 3, 14, 0, 0, 0, 0, time.UTC)}})
+		client.ReconciliationRunRequest{Date: &openapi_types.Date{Time: time.Date(2025, 3, 14, 0, 0, 0, 0, time.UTC)}})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusAccepted, created.StatusCode(), string(created.Body))
 	require.Equal(t, "2025-03-14", created.JSON202.Date.String())

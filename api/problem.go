@@ -85,7 +85,22 @@ var problemTable = []problemType{
 		detail: "the request took longer than its time limit; retry later"},
 
 	{errs: []error{ledger.ErrPaymentNotFound, ledger.ErrNotFound}, status: http.StatusNotFound, slug: "http-api", title: "Not found"},
+	{errs: []error{ledger.ErrPeriodNotEnded, ledger.ErrPeriodOrder}, status: http.StatusConflict, slug: "books",
+		title: "Period cannot be closed"},
+	{errs: []error{ledger.ErrPeriodNotClosed}, status: http.StatusConflict, slug: "books", title: "Period not closed"},
 	{errs: []error{reconcile.ErrRunNotFound}, status: http.StatusNotFound, slug: "reconciliation", title: "Not found"},
+	{errs: []error{reconcile.ErrItemNotFound}, status: http.StatusNotFound, slug: "exceptions", title: "Not found"},
+	{errs: []error{reconcile.ErrInvalidResolution}, status: http.StatusBadRequest, slug: "exceptions", title: "Invalid resolution"},
+	{errs: []error{reconcile.ErrNotException}, status: http.StatusUnprocessableEntity, slug: "exceptions",
+		title: "Item is not an exception"},
+	{errs: []error{reconcile.ErrNoDifference}, status: http.StatusUnprocessableEntity, slug: "exceptions",
+		title: "Nothing to write off"},
+	{errs: []error{reconcile.ErrAlreadyResolved}, status: http.StatusConflict, slug: "exceptions", title: "Item already resolved"},
+	{errs: []error{reconcile.ErrWrittenOffOtherwise}, status: http.StatusConflict, slug: "exceptions",
+		title: "Difference already written off"},
+	// A batch is reconciled from its report: none stored, nothing to run.
+	{errs: []error{reconcile.ErrReportNotFound}, status: http.StatusUnprocessableEntity, slug: "reconciliation",
+		title: "Settlement report not stored"},
 	// The server's configuration, not the request, is at fault: 503, as
 	// for a webhook endpoint without its secret.
 	{errs: []error{reconcile.ErrUnavailable}, status: http.StatusServiceUnavailable, slug: "reconciliation",

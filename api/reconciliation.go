@@ -23,13 +23,44 @@ func (s *Server) reconciliationRoutes(v1 *echo.Group) {
 	v1.GET("/reconciliation/runs/:id", s.getReconciliationRun, readers)
 	v1.GET("/reconciliation/runs/:id/items", s.listReconciliationItems, readers)
 	v1.GET("/reconciliation/runs/:id/items.csv", s.getReconciliationItemsCSV, readers)
+	v1.GET("/reconciliation/items/:id", s.getReconciliationItem, readers)
+	s.post(v1, "/reconciliation/items/:id/resolve", s.resolveReconciliationItem, ResolveRequest{}, RoleFinance)
 }
 
-// RunView is the answer to a run request.
+// dayProvider is the provider whose runs are of a UTC day (Stripe's
+// balance transactions); every other provider's runs are of a settlement
+// batch (Adyen's reports). A run request naming no provider is one of its
+// days.
+const dayProvider = "stripe"
+
+// RunView is the answer to a run request: {id, date, status} for a day of
+// Stripe's, {id, provider, batch, status} for a provider's settlement
+// batch.
 type RunView struct {
-	ID     int64  `json:"id"`
-	Date   string `json:"date"`
-	Status string `json:"status"`
+	ID       int64   `json:"id"`
+	Provider string  `json:"provider,omitempty"`
+	Date     *string `json:"date,omitempty"`
+	Batch    *int64  `json:"batch,omitempty"`
+	Status   string  `json:"status"`
+}
+
+func runView(run reconcile.Run) RunView {
+	date, batch := runScope(run)
+	v := RunView{ID: run.ID, Date: date, Batch: batch, Status: string(run.Status)}
+	if batch != nil {
+		v.Provider = run.Provider
+	}
+	return v
+}
+
+// runScope is a run's date or batch, the other nil.
+func runScope(run reconcile.Run) (date *string, batch *int64) {
+	if run.Batch != 0 {
+		b := run.Batch
+		return nil, &b
+	}
+	d := run.Date.Format(reconcile.DateLayout)
+	return &d, nil
 }
 
 // RunSummaryView is a run as GET /v1/reconciliation/runs lists it: the run
@@ -40,11 +71,13 @@ type RunSummaryView struct {
 	Summary map[reconcile.Status]int `json:"summary"`
 }
 
-// RunHeader is what every view of a run shows first: which day, where it
-// stands, who asked and when.
+// RunHeader is what every view of a run shows first: which provider's day
+// or settlement batch, where it stands, who asked and when.
 type RunHeader struct {
 	ID          int64      `json:"id"`
-	Date        string     `json:"date"`
+	Provider    string     `json:"provider"`
+	Date        *string    `json:"date"`
+	Batch       *int64     `json:"batch"`
 	Status      string     `json:"status"`
 	Trigger     string     `json:"trigger"`
 	RequestedBy string     `json:"requested_by"`
@@ -75,6 +108,12 @@ type RunReportView struct {
 	RecoveredEvents   int                          `json:"recovered_events"`
 	Recovery          reconcile.Recovery           `json:"recovery"`
 	TimingDifferences []reconcile.TimingDifference `json:"timing_differences"`
+	// Statement is the report file a settlement batch's run read; null
+	// for a day's run.
+	Statement *reconcile.StatementFile `json:"statement"`
+	// Exceptions counts the run's exceptions still open and those finance
+	// resolved.
+	Exceptions reconcile.ExceptionCounts `json:"exceptions"`
 	// Items is the first page of the run's items (RunItemsLimit, or
 	// ?limit=); ItemsNextCursor continues it on
 	// GET /v1/reconciliation/runs/{id}/items, null when it was the last.
@@ -87,8 +126,11 @@ type RunReportView struct {
 // in one answer.
 const RunItemsLimit = 100
 
-// ItemView is one item; absent values are null.
+// ItemView is one item; absent values are null. It has the CSV's
+// columns (reconcile.CSVHeader), with the same values.
 type ItemView struct {
+	ID             int64            `json:"id"`
+	RunID          int64            `json:"run_id"`
 	Status         reconcile.Status `json:"status"`
 	ProviderTxnID  *string          `json:"provider_txn_id"`
 	SourceID       *string          `json:"source_id"`
@@ -103,6 +145,16 @@ type ItemView struct {
 	PresentmentCurrency *string `json:"presentment_currency"`
 	PresentmentAmount   *string `json:"presentment_amount"`
 	ExchangeRate        *string `json:"exchange_rate"`
+	// PaymentID is the payment the item is about, when paygate knows it.
+	PaymentID *string `json:"payment_id"`
+	// How finance resolved an exception; all null while it is open, and
+	// on items that are not exceptions. AdjustmentRef is the ledger ref of
+	// a write-off's adjustment, null when it moved no money.
+	Resolution    *reconcile.ResolutionKind `json:"resolution"`
+	Note          *string                   `json:"note"`
+	ResolvedBy    *string                   `json:"resolved_by"`
+	ResolvedAt    *time.Time                `json:"resolved_at"`
+	AdjustmentRef *string                   `json:"adjustment_ref"`
 }
 
 func orNull(s string) *string {
@@ -114,18 +166,26 @@ func orNull(s string) *string {
 
 func itemView(it reconcile.Item) ItemView {
 	rec := it.Record() // the CSV's cells: the same values, the same formatting
-	return ItemView{
+	v := ItemView{
+		ID: it.ID, RunID: it.RunID,
 		Status: it.Status, ProviderTxnID: orNull(rec[1]), SourceID: orNull(rec[2]), Ref: orNull(rec[3]),
 		Type: rec[4], Currency: rec[5],
 		ProviderAmount: orNull(rec[6]), ProviderFee: orNull(rec[7]), LedgerAmount: orNull(rec[8]),
 		PresentmentCurrency: orNull(rec[9]), PresentmentAmount: orNull(rec[10]), ExchangeRate: orNull(rec[11]),
+		PaymentID: orNull(it.PaymentID),
 	}
+	if r := it.Resolution; r != nil {
+		kind, at := r.Kind, r.ResolvedAt.UTC()
+		v.Resolution, v.Note, v.ResolvedBy, v.ResolvedAt, v.AdjustmentRef = &kind, &r.Note, &r.ResolvedBy, &at, orNull(r.AdjustmentRef)
+	}
+	return v
 }
 
 func runReportView(run reconcile.Run, items []reconcile.Item) RunReportView {
+	date, batch := runScope(run)
 	v := RunReportView{
 		RunHeader: RunHeader{
-			ID: run.ID, Date: run.Date.Format(reconcile.DateLayout), Status: string(run.Status),
+			ID: run.ID, Provider: run.Provider, Date: date, Batch: batch, Status: string(run.Status),
 			Trigger: string(run.Trigger), RequestedBy: run.RequestedBy,
 			StartedAt: run.StartedAt, FinishedAt: run.FinishedAt, Error: orNull(run.Error),
 		},
@@ -155,6 +215,7 @@ func runReportView(run reconcile.Run, items []reconcile.Item) RunReportView {
 		if r.TimingDifferences != nil {
 			v.TimingDifferences = r.TimingDifferences
 		}
+		v.Statement = r.Statement
 		if v.Recovery.EventIDs == nil {
 			v.Recovery.EventIDs = []string{}
 		}
@@ -165,9 +226,43 @@ func runReportView(run reconcile.Run, items []reconcile.Item) RunReportView {
 	return v
 }
 
-// runRequest is the body of POST /v1/reconciliation/runs.
+// runRequest is the body of POST /v1/reconciliation/runs: a day of
+// Stripe's (date), or a provider's settlement batch (provider and batch).
 type runRequest struct {
-	Date *string `json:"date"`
+	Provider *string `json:"provider"`
+	Date     *string `json:"date"`
+	Batch    *int64  `json:"batch"`
+}
+
+// scope reads what the request asks to reconcile. It fails with
+// ErrBadRequest.
+func (body runRequest) scope() (reconcile.Scope, error) {
+	provider := ""
+	if body.Provider != nil {
+		provider = *body.Provider
+	}
+	switch {
+	case body.Date != nil && body.Batch != nil:
+		return reconcile.Scope{}, fmt.Errorf(`%w: give "date" (a day of %s's) or "batch" (a provider's settlement batch), not both`, ErrBadRequest, dayProvider)
+	case body.Batch != nil:
+		if provider == "" || provider == dayProvider {
+			return reconcile.Scope{}, fmt.Errorf(`%w: "batch" needs the "provider" whose settlement batch it is (such as "adyen"); %s's runs are of a "date"`, ErrBadRequest, dayProvider)
+		}
+		if *body.Batch < 1 {
+			return reconcile.Scope{}, fmt.Errorf("%w: %w", ErrBadRequest, reconcile.ErrInvalidBatch)
+		}
+		return reconcile.BatchScope(provider, *body.Batch), nil
+	case body.Date != nil:
+		if provider != "" && provider != dayProvider {
+			return reconcile.Scope{}, fmt.Errorf(`%w: %s's runs are of a settlement "batch", not a "date"`, ErrBadRequest, provider)
+		}
+		day, err := reconcile.ParseDate(*body.Date, time.Now())
+		if err != nil {
+			return reconcile.Scope{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+		return reconcile.DayScope(dayProvider, day), nil
+	}
+	return reconcile.Scope{}, fmt.Errorf(`%w: "date" is required (YYYY-MM-DD), or "provider" and "batch" for a settlement batch`, ErrBadRequest)
 }
 
 func (s *Server) createReconciliationRun(c echo.Context) error {
@@ -175,26 +270,29 @@ func (s *Server) createReconciliationRun(c echo.Context) error {
 	if err := decodeBody(c, &body); err != nil {
 		return err
 	}
-	if body.Date == nil {
-		return fmt.Errorf(`%w: "date" is required (YYYY-MM-DD)`, ErrBadRequest)
-	}
-	day, err := reconcile.ParseDate(*body.Date, time.Now())
+	scope, err := body.scope()
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+		return err
 	}
-	if cause := s.config.ReconcileUnavailable; cause != nil {
+	ctx := c.Request().Context()
+	if scope.Batch != 0 {
+		// A batch is reconciled from its stored report: without one, the run
+		// could only fail.
+		if _, err := reconcile.ReportOfBatch(ctx, s.config.Pool, scope.Provider, scope.Batch); err != nil {
+			return err
+		}
+	} else if cause := s.config.ReconcileUnavailable; cause != nil {
 		// A failure, not a stored answer: the key is released, so the same
 		// request succeeds once the server is configured.
 		return fmt.Errorf("%w: %w", reconcile.ErrUnavailable, cause)
 	}
-	ctx := c.Request().Context()
 	// The run row and its job commit together (with the idempotency key's
 	// stored answer): never a run that nobody will perform, or the reverse.
 	tx, err := TxFrom(c)
 	if err != nil {
 		return err
 	}
-	run, err := reconcile.CreateRunTx(ctx, tx, day, reconcile.TriggerAPI, callerOf(c).Identity)
+	run, err := reconcile.CreateRunTx(ctx, tx, scope, reconcile.TriggerAPI, callerOf(c).Identity)
 	if err != nil {
 		return err
 	}
@@ -202,7 +300,7 @@ func (s *Server) createReconciliationRun(c echo.Context) error {
 		return err
 	}
 	c.Response().Header().Set(echo.HeaderLocation, fmt.Sprintf("/v1/reconciliation/runs/%d", run.ID))
-	return writeJSON(c, http.StatusAccepted, RunView{ID: run.ID, Date: run.Date.Format(reconcile.DateLayout), Status: string(run.Status)})
+	return writeJSON(c, http.StatusAccepted, runView(run))
 }
 
 // findRun reads the run named in the path. It fails with
@@ -239,6 +337,9 @@ func (s *Server) getReconciliationRun(c echo.Context) error {
 	}
 	v := runReportView(run, items)
 	v.ItemsNextCursor = nullable(next)
+	if v.Exceptions, err = reconcile.CountExceptions(c.Request().Context(), s.config.Pool, run.ID); err != nil {
+		return err
+	}
 	return writeJSON(c, http.StatusOK, v)
 }
 
@@ -247,10 +348,15 @@ func (s *Server) listReconciliationRuns(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var f reconcile.RunFilter
+	f := reconcile.RunFilter{Provider: c.QueryParam("provider")}
 	if v := c.QueryParam("date"); v != "" {
 		if f.Date, err = time.Parse(reconcile.DateLayout, v); err != nil {
 			return badRequest("date must be a day such as 2024-06-20")
+		}
+	}
+	if v := c.QueryParam("batch"); v != "" {
+		if f.Batch, err = reconcile.ParseBatch(v); err != nil {
+			return badRequest("batch must be a settlement batch number such as 12")
 		}
 	}
 	runs, next, err := reconcile.ListRuns(c.Request().Context(), s.config.Pool, f, page.Cursor, page.Limit)
@@ -266,16 +372,20 @@ func (s *Server) listReconciliationRuns(c echo.Context) error {
 }
 
 // listReconciliationItems pages a run's items in report order, those of
-// one status with ?status=; the run's own answer carries the first page
-// and the cursor of the next.
+// one status with ?status=, the open or the resolved exceptions with
+// ?state=; the run's own answer carries the first page and the cursor of
+// the next.
 func (s *Server) listReconciliationItems(c echo.Context) error {
 	page, err := pageOf(c)
 	if err != nil {
 		return err
 	}
-	f := reconcile.ItemFilter{Status: reconcile.Status(c.QueryParam("status"))}
+	f := reconcile.ItemFilter{Status: reconcile.Status(c.QueryParam("status")), State: reconcile.ItemState(c.QueryParam("state"))}
 	if f.Status != "" && !slices.Contains(reconcile.Statuses, f.Status) {
 		return badRequest("status must be one of %v", reconcile.Statuses)
+	}
+	if f.State != "" && !slices.Contains(reconcile.ItemStates, f.State) {
+		return badRequest("state must be open (exceptions not resolved yet) or resolved")
 	}
 	run, err := s.findRun(c)
 	if err != nil {
@@ -300,6 +410,9 @@ func (s *Server) getReconciliationItemsCSV(c echo.Context) error {
 		return err
 	}
 	name := fmt.Sprintf("reconciliation-%s-run-%d.csv", run.Date.Format(reconcile.DateLayout), run.ID)
+	if run.Batch != 0 {
+		name = fmt.Sprintf("reconciliation-%s-batch-%d-run-%d.csv", run.Provider, run.Batch, run.ID)
+	}
 	res := c.Response()
 	res.Header().Set("Content-Disposition", `attachment; filename="`+strings.ReplaceAll(name, `"`, "")+`"`)
 	res.Header().Set(echo.HeaderContentType, "text/csv; charset=utf-8")
@@ -312,4 +425,66 @@ func (s *Server) getReconciliationItemsCSV(c echo.Context) error {
 		panic(http.ErrAbortHandler)
 	}
 	return nil
+}
+
+// itemID reads the item id of the path. It fails with
+// reconcile.ErrItemNotFound, for an id that is not an item's or not an id.
+func itemID(c echo.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, withDetail(reconcile.ErrItemNotFound, fmt.Sprintf("no reconciliation item has id %q", c.Param("id")))
+	}
+	return id, nil
+}
+
+func (s *Server) getReconciliationItem(c echo.Context) error {
+	id, err := itemID(c)
+	if err != nil {
+		return err
+	}
+	it, _, err := reconcile.GetItem(c.Request().Context(), s.config.Pool, id)
+	if errors.Is(err, reconcile.ErrItemNotFound) {
+		return withDetail(reconcile.ErrItemNotFound, fmt.Sprintf("no reconciliation item has id %d", id))
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, itemView(it))
+}
+
+// ResolveRequest is the body of POST /v1/reconciliation/items/{id}/resolve.
+type ResolveRequest struct {
+	// Resolution is matched_manually, provider_error or write_off.
+	Resolution reconcile.ResolutionKind `json:"resolution"`
+	// Note says what finance found; required, at most
+	// reconcile.MaxNoteLen characters.
+	Note string `json:"note"`
+}
+
+// resolveReconciliationItem resolves an exception once, with the caller as
+// resolved_by: the same resolution again answers the first, another is a
+// 409.
+func (s *Server) resolveReconciliationItem(c echo.Context) error {
+	var body ResolveRequest
+	if err := decodeBody(c, &body); err != nil {
+		return err
+	}
+	id, err := itemID(c)
+	if err != nil {
+		return err
+	}
+	tx, err := TxFrom(c)
+	if err != nil {
+		return err
+	}
+	res, err := reconcile.ResolveTx(c.Request().Context(), tx, id, reconcile.Resolve{
+		Kind: body.Resolution, Note: body.Note, Op: s.operation(c, ""),
+	})
+	if errors.Is(err, reconcile.ErrItemNotFound) {
+		return withDetail(reconcile.ErrItemNotFound, fmt.Sprintf("no reconciliation item has id %d", id))
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, itemView(res.Item))
 }

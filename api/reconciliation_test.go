@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,9 +169,12 @@ func TestReconciliationRunThroughTheAPI(t *testing.T) {
 			adj = it
 		}
 	}
-	require.Equal(t, map[string]any{"status": "missing_in_ledger", "provider_txn_id": other.ID, "source_id": nil, "ref": nil,
+	require.Positive(t, adj["id"], "every item has its own id")
+	require.Equal(t, map[string]any{"id": adj["id"], "status": "missing_in_ledger", "provider_txn_id": other.ID, "source_id": nil, "ref": nil,
 		"type": "adjustment", "currency": "usd", "provider_amount": "3.00", "provider_fee": "0.00", "ledger_amount": nil,
-		"presentment_currency": nil, "presentment_amount": nil, "exchange_rate": nil}, adj)
+		"presentment_currency": nil, "presentment_amount": nil, "exchange_rate": nil, "run_id": float64(id), "payment_id": nil,
+		"resolution": nil, "note": nil, "resolved_by": nil, "resolved_at": nil, "adjustment_ref": nil}, adj,
+		"an adjustment of Stripe's own: no payment, open")
 
 	// The CSV has the same items, in the same order, same columns.
 	csvRec := b.do(t, http.MethodGet, fmt.Sprintf("/v1/reconciliation/runs/%d/items.csv", id), financeTok, "", "")
@@ -179,12 +183,16 @@ func TestReconciliationRunThroughTheAPI(t *testing.T) {
 	rows, err := csv.NewReader(csvRec.Body).ReadAll()
 	require.NoError(t, err)
 	require.Equal(t, []string{"status", "provider_txn_id", "source_id", "ref", "type", "currency", "provider_amount", "provider_fee", "ledger_amount",
-		"presentment_currency", "presentment_amount", "exchange_rate"}, rows[0])
+		"presentment_currency", "presentment_amount", "exchange_rate",
+		"id", "run_id", "payment_id", "resolution", "note", "resolved_by", "resolved_at", "adjustment_ref"}, rows[0])
 	require.Len(t, rows, len(items)+1)
 	for i, raw := range items {
 		it := raw.(map[string]any)
 		for j, col := range rows[0] {
 			want, _ := it[col].(string)
+			if n, ok := it[col].(float64); ok {
+				want = strconv.FormatFloat(n, 'f', -1, 64)
+			}
 			require.Equal(t, want, rows[i+1][j], "row %d %s", i+1, col)
 		}
 	}
@@ -192,7 +200,8 @@ func TestReconciliationRunThroughTheAPI(t *testing.T) {
 	for _, r := range rows[1:] {
 		if r[1] == radar.ID {
 			sawRadar = true
-			require.Equal(t, []string{"fee_posted", radar.ID, "", "stripe:fee:" + radar.ID, "stripe_fee", "usd", "-0.75", "0.00", "-0.75", "", "", ""}, r)
+			require.Equal(t, []string{"fee_posted", radar.ID, "", "stripe:fee:" + radar.ID, "stripe_fee", "usd", "-0.75", "0.00", "-0.75", "", "", ""}, r[:12])
+			require.Equal(t, []string{fmt.Sprint(id), "", "", "", "", "", ""}, r[13:], "a fee of Stripe's own: no payment; not an exception")
 		}
 	}
 	require.True(t, sawRadar)

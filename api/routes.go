@@ -22,6 +22,7 @@ func (s *Server) routes(v1 *echo.Group) {
 	v1.GET("/payments/:payment_id", s.getPayment, anyRole)
 	v1.GET("/payments/:payment_id/ledger", s.getPaymentLedger, anyRole)
 	v1.GET("/ledger/trial-balance", s.trialBalance, anyRole)
+	s.booksRoutes(v1)
 	s.reconciliationRoutes(v1)
 }
 
@@ -175,6 +176,10 @@ type TransactionView struct {
 	Kind       ledger.Kind `json:"kind"`
 	Currency   string      `json:"currency"`
 	OccurredAt time.Time   `json:"occurred_at"`
+	// PostedAt is when the transaction counts in the books: OccurredAt,
+	// or the first instant of the first open period when it occurred in
+	// a period closed by the time it was posted.
+	PostedAt time.Time `json:"posted_at"`
 	// ExchangeRate is the provider's rate on a leg of a conversion into
 	// the settlement currency; absent elsewhere.
 	ExchangeRate *string     `json:"exchange_rate,omitempty"`
@@ -207,7 +212,7 @@ func (s *Server) getPaymentLedger(c echo.Context) error {
 	}
 	out := make([]TransactionView, 0, len(txs))
 	for _, t := range txs {
-		tv := TransactionView{Ref: t.Ref, Kind: t.Kind, Currency: t.Currency, OccurredAt: t.OccurredAt.UTC()}
+		tv := TransactionView{Ref: t.Ref, Kind: t.Kind, Currency: t.Currency, OccurredAt: t.OccurredAt.UTC(), PostedAt: t.PostedAt.UTC()}
 		if t.ExchangeRate.Valid {
 			rate := t.ExchangeRate.Decimal.String()
 			tv.ExchangeRate = &rate
@@ -222,6 +227,9 @@ func (s *Server) getPaymentLedger(c echo.Context) error {
 
 // TrialBalanceView is the trial balance as the API shows it.
 type TrialBalanceView struct {
+	// AsOf is the instant the balance sums the transactions posted up to
+	// (inclusive); absent for the whole ledger.
+	AsOf       *time.Time           `json:"as_of,omitempty"`
 	Currencies []CurrencyTotalView  `json:"currencies"`
 	Accounts   []AccountBalanceView `json:"accounts"`
 }
@@ -243,11 +251,33 @@ type AccountBalanceView struct {
 	Balance  string         `json:"balance"`
 }
 
+// trialBalance answers the whole ledger's trial balance, or with
+// ?as_of=<RFC 3339> the transactions posted up to that instant.
 func (s *Server) trialBalance(c echo.Context) error {
-	tb, err := ledger.TrialBalance(c.Request().Context(), s.config.Pool)
+	ctx := c.Request().Context()
+	raw := c.QueryParam("as_of")
+	if raw == "" {
+		tb, err := ledger.TrialBalance(ctx, s.config.Pool)
+		if err != nil {
+			return err
+		}
+		return writeJSON(c, http.StatusOK, trialBalanceView(tb))
+	}
+	asOf, err := time.Parse(time.RFC3339Nano, raw)
+	if err != nil {
+		return badRequest("as_of must be an RFC 3339 instant such as 2026-03-31T23:59:59Z; got %q", raw)
+	}
+	tb, err := ledger.TrialBalanceAsOf(ctx, s.config.Pool, asOf)
 	if err != nil {
 		return err
 	}
+	v := trialBalanceView(tb)
+	at := asOf.UTC()
+	v.AsOf = &at
+	return writeJSON(c, http.StatusOK, v)
+}
+
+func trialBalanceView(tb ledger.TrialBalanceReport) TrialBalanceView {
 	v := TrialBalanceView{Currencies: []CurrencyTotalView{}, Accounts: []AccountBalanceView{}}
 	for _, ct := range tb.Currencies {
 		v.Currencies = append(v.Currencies, CurrencyTotalView{Currency: ct.Currency,
@@ -258,5 +288,5 @@ func (s *Server) trialBalance(c echo.Context) error {
 			Debits: ledger.Format(a.Debits, a.Currency), Credits: ledger.Format(a.Credits, a.Currency),
 			Balance: ledger.Format(a.Balance, a.Currency)})
 	}
-	return writeJSON(c, http.StatusOK, v)
+	return v
 }

@@ -48,8 +48,11 @@ type chartDay struct {
 func newRunChart(first time.Time, runs []api.RunSummaryView) *runChart {
 	byDate := map[string]*api.RunSummaryView{}
 	for i := range runs {
-		if _, seen := byDate[runs[i].Date]; !seen {
-			byDate[runs[i].Date] = &runs[i]
+		if runs[i].Date == nil {
+			continue // a settlement batch's run: of no one day
+		}
+		if _, seen := byDate[*runs[i].Date]; !seen {
+			byDate[*runs[i].Date] = &runs[i]
 		}
 	}
 	ch := &runChart{Width: chartDays * chartSlot, Height: chartBase + 16, Base: chartBase, LabelY: chartBase + 13}

@@ -102,8 +102,8 @@ func (c *Console) request(ctx context.Context, token, method, path string, query
 // to w as the API writes it, with the headers named in keep: a download of
 // any size passes through without being held. A failed answer is not
 // written; it is returned, body and all, for the console to show.
-func (c *Console) relay(ctx context.Context, token, path string, w *echo.Response, keep ...string) answer {
-	req, failed := c.request(ctx, token, http.MethodGet, path, nil, nil, "")
+func (c *Console) relay(ctx context.Context, token, path string, query url.Values, w *echo.Response, keep ...string) answer {
+	req, failed := c.request(ctx, token, http.MethodGet, path, query, nil, "")
 	if req == nil {
 		return failed
 	}

@@ -161,7 +161,13 @@ func (c *Console) Register(e *echo.Echo) {
 	g.POST("/reconciliation/runs", c.startRun, c.auth(financeRole), c.csrf)
 	g.GET("/reconciliation/runs/:id", c.run, c.auth(anyRole))
 	g.GET("/reconciliation/runs/:id/items.csv", c.runCSV, c.auth(anyRole))
+	g.GET("/reconciliation/items/:id", c.item, c.auth(anyRole))
+	g.POST("/reconciliation/items/:id/resolve", c.resolveItem, c.auth(financeRole), c.csrf)
 	g.GET("/books", c.books, c.auth(anyRole))
+	g.GET("/books/periods/:period/close", c.confirmClose, c.auth(financeRole))
+	g.POST("/books/periods/:period/close", c.closePeriod, c.auth(financeRole), c.csrf)
+	g.GET("/books/periods/:period/journal.csv", c.periodJournal, c.auth(financeRole))
+	g.GET("/books/journal.csv", c.journal, c.auth(financeRole))
 	// Finance reads payments and their events as the API shows them; the
 	// actions on those pages are ops', and shown to ops only.
 	g.GET("/payments", c.payment, c.auth(anyRole))

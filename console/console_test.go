@@ -65,7 +65,7 @@ func setup(t *testing.T) *testBundle {
 	// PAYGATE_STRIPE_API_KEY has; the worker is registered so that River
 	// accepts its jobs, and run by hand where a test wants the outcome.
 	worker := jobs.NewReconcileWorker(reconcile.New(reconcile.Config{
-		Pool: pool, Provider: reconcile.Unavailable(stripe.ErrNoAPIKey), RecoveryWait: -1,
+		Pool: pool, Provider: reconcile.Unavailable(stripe.Name, stripe.ErrNoAPIKey), RecoveryWait: -1,
 	}), nil)
 	jc, err := jobs.NewClient(pool, jobs.Config{InsertOnly: true, Register: func(w *river.Workers) []*river.PeriodicJob {
 		river.AddWorker(w, worker)

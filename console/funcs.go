@@ -15,9 +15,10 @@ var funcs = template.FuncMap{
 	// red needs someone, grey closed.
 	"tone": func(v any) string {
 		switch strings.ToLower(fmt.Sprint(v)) {
-		case "processed", "succeeded", "completed", "sent", "matched", "true", "balanced", "fee_posted":
+		case "processed", "succeeded", "completed", "sent", "matched", "true", "balanced", "fee_posted", "closed", "resolved", "matched_manually":
 			return "good"
-		case "received", "running", "pending", "requested", "submitted", "requires_capture", "processing", "partially_refunded", "timing_difference":
+		case "received", "running", "pending", "requested", "submitted", "requires_capture", "processing", "partially_refunded", "timing_difference",
+			"open", "provider_error", "write_off":
 			return "wait"
 		case "poison", "failed", "dispute_lost", "disputed", "false", "missing_in_ledger", "missing_at_provider", "amount_mismatch", "mismatch", "unbalanced", "currency_mismatch":
 			return "bad"
@@ -48,6 +49,9 @@ var funcs = template.FuncMap{
 		return "—"
 	},
 	"list": func(v ...string) []string { return v },
+	// scope names what a run reconciled: its day, or its provider's
+	// settlement batch.
+	"scope": runScope,
 	// items counts a run's items from its summary.
 	"items": func(summary map[reconcile.Status]int) int {
 		n := 0
@@ -119,4 +123,16 @@ func deref(v any) string {
 		return ""
 	}
 	return fmt.Sprint(rv.Interface())
+}
+
+// runScope names what a run reconciled: "2025-03-14" for a day's run,
+// "batch 12" for a settlement batch's.
+func runScope(date *string, batch *int64) string {
+	switch {
+	case batch != nil:
+		return fmt.Sprintf("batch %d", *batch)
+	case date != nil:
+		return *date
+	}
+	return "—"
 }

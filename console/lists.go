@@ -134,8 +134,12 @@ func (c *Console) paymentList(ec echo.Context) error {
 
 type reconData struct {
 	Key       string
+	BatchKey  string
 	Today     string
 	Date      string
+	Provider  string
+	Batch     string
+	Providers []string
 	FilterErr string
 	Runs      []api.RunSummaryView
 	RunsErr   string
@@ -148,9 +152,10 @@ func (c *Console) reconciliation(ec echo.Context) error {
 		return ec.Redirect(http.StatusSeeOther, basePath+"/reconciliation/runs/"+url.PathEscape(id))
 	}
 	now := time.Now().UTC()
-	d := reconData{Key: formKey(), Today: now.AddDate(0, 0, -1).Format("2006-01-02")}
-	f := filterValues(ec, "date")
-	d.Date = f.Get("date")
+	d := reconData{Key: formKey(), BatchKey: formKey(), Today: now.AddDate(0, 0, -1).Format("2006-01-02"),
+		Providers: []string{"stripe", "adyen"}}
+	f := filterValues(ec, "provider", "date", "batch")
+	d.Provider, d.Date, d.Batch = f.Get("provider"), f.Get("date"), f.Get("batch")
 	var page api.RunPage
 	applied, filterErr, a := c.readList(ec, "/v1/reconciliation/runs", f, &page)
 	d.FilterErr = filterErr

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/reconcile"
 	"github.com/paygate/paygate/refund"
 )
 
@@ -442,7 +443,18 @@ func (c *Console) startRun(ec echo.Context) error {
 	}
 	ctx, cancel := actionContext(ec)
 	defer cancel()
-	a := c.call(ctx, s.token, http.MethodPost, "/v1/reconciliation/runs", nil, map[string]string{"date": strings.TrimSpace(ec.FormValue("date"))}, key)
+	body := map[string]any{"date": strings.TrimSpace(ec.FormValue("date"))}
+	if v := strings.TrimSpace(ec.FormValue("batch")); v != "" {
+		// A settlement batch re-run: the API checks the number and that
+		// the batch's report is stored.
+		batch, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			c.addFlash(s, "error", "Reconciliation run refused: the batch is a whole number such as 12")
+			return ec.Redirect(http.StatusSeeOther, basePath+"/reconciliation")
+		}
+		body = map[string]any{"provider": strings.TrimSpace(ec.FormValue("provider")), "batch": batch}
+	}
+	a := c.call(ctx, s.token, http.MethodPost, "/v1/reconciliation/runs", nil, body, key)
 	if !a.ok() {
 		c.addFlash(s, "error", "Reconciliation run refused: "+a.problem())
 		return ec.Redirect(http.StatusSeeOther, basePath+"/reconciliation")
@@ -454,60 +466,107 @@ func (c *Console) startRun(ec echo.Context) error {
 	if a.header.Get("Idempotent-Replayed") == "true" {
 		c.addFlash(s, "info", "This run was already started by the same form: showing it.")
 	} else {
-		c.addFlash(s, "ok", fmt.Sprintf("Reconciliation run %d for %s started.", run.ID, run.Date))
+		what := runScope(run.Date, run.Batch)
+		if run.Batch != nil {
+			what = run.Provider + " " + what
+		}
+		c.addFlash(s, "ok", fmt.Sprintf("Reconciliation run %d for %s started.", run.ID, what))
 	}
 	return ec.Redirect(http.StatusSeeOther, fmt.Sprintf("%s/reconciliation/runs/%d", basePath, run.ID))
 }
 
 type runData struct {
-	Run      api.RunReportView
-	Status   string
-	Items    []api.ItemView
+	Run    api.RunReportView
+	Status string
+	// State is the exceptions shown: open, resolved, or "" for every item.
+	State    string
+	Items    []runItem
 	Statuses []string
 	// NextCursor is the cursor of the next page of items, empty on the
-	// last; Paged is set past the first page.
+	// last; Paged is set past the first page. FirstQuery and NextQuery are
+	// the queries of the first and the next page, filters kept; Return is
+	// this page's, for the resolve forms to come back to.
 	NextCursor string
 	Paged      bool
+	FirstQuery template.URL
+	NextQuery  template.URL
+	Return     string
+	// Single is set on an item's own page: the run, with that item alone.
+	Single      bool
+	Resolutions []reconcile.ResolutionKind
+}
+
+// runItem is an item as the run page shows it, with the resolve form's
+// Idempotency-Key for an open exception (finance only).
+type runItem struct {
+	api.ItemView
+	Exception bool
+	Open      bool
+	Key       string
+}
+
+func newRunItems(s *session, items []api.ItemView) []runItem {
+	out := make([]runItem, len(items))
+	for i, it := range items {
+		out[i] = runItem{ItemView: it, Exception: it.Status.Exception()}
+		if out[i].Exception && it.Resolution == nil {
+			out[i].Open = true
+			if s.finance {
+				out[i].Key = formKey()
+			}
+		}
+	}
+	return out
 }
 
 // runPageSize is how many items a run's page shows at a time.
 const runPageSize = 100
 
+// runFilters reads a run page's filters: an item status, an exception
+// state (open, resolved). The API checks their values.
+func runFilters(get func(string) string) url.Values {
+	q := url.Values{}
+	for _, name := range []string{"status", "state"} {
+		if v := strings.TrimSpace(get(name)); v != "" {
+			q.Set(name, v)
+		}
+	}
+	return q
+}
+
 // run shows a run and one page of its items: the run's own answer carries
-// the first page; a status filter or a later page is read from the run's
-// item list, which follows the cursor the previous page handed out.
+// the first page; a status or state filter, or a later page, is read from
+// the run's item list, which follows the cursor the previous page handed
+// out.
 func (c *Console) run(ec echo.Context) error {
 	ctx, cancel := readContext(ec)
 	defer cancel()
-	token := sessionIn(ec).token
-	status, cursor := ec.QueryParam("status"), ec.QueryParam("cursor")
-	listed := status != "" || cursor != ""
+	s := sessionIn(ec)
+	filters, cursor := runFilters(ec.QueryParam), ec.QueryParam("cursor")
+	listed := len(filters) > 0 || cursor != ""
 	q := url.Values{"limit": {strconv.Itoa(runPageSize)}}
 	if listed {
 		q.Set("limit", "1") // the items come from the list below
 	}
-	a := c.call(ctx, token, http.MethodGet, apiPath("reconciliation", "runs", ec.Param("id")), q, nil, "")
+	a := c.call(ctx, s.token, http.MethodGet, apiPath("reconciliation", "runs", ec.Param("id")), q, nil, "")
 	if !a.ok() {
 		return c.apiFailed(ec, "Reconciliation run", a)
 	}
-	d := runData{Status: status, Paged: cursor != ""}
+	d := runData{Status: filters.Get("status"), State: filters.Get("state"), Paged: cursor != "",
+		FirstQuery: template.URL(filters.Encode()), Resolutions: reconcile.ResolutionKinds}
 	if err := a.decode(&d.Run); err != nil {
 		return err
 	}
-	for st := range d.Run.Summary {
-		d.Statuses = append(d.Statuses, string(st))
-	}
-	slices.Sort(d.Statuses)
-	d.Items, d.NextCursor = d.Run.Items, deref(d.Run.ItemsNextCursor)
+	items, next := d.Run.Items, deref(d.Run.ItemsNextCursor)
 	if listed {
 		iq := url.Values{"limit": {strconv.Itoa(runPageSize)}}
-		if status != "" {
-			iq.Set("status", status)
+		for k, vs := range filters {
+			iq[k] = vs
 		}
 		if cursor != "" {
 			iq.Set("cursor", cursor)
 		}
-		ia := c.call(ctx, token, http.MethodGet, apiPath("reconciliation", "runs", ec.Param("id"), "items"), iq, nil, "")
+		ia := c.call(ctx, s.token, http.MethodGet, apiPath("reconciliation", "runs", ec.Param("id"), "items"), iq, nil, "")
 		if !ia.ok() {
 			return c.apiFailed(ec, "Reconciliation run", ia)
 		}
@@ -515,9 +574,37 @@ func (c *Console) run(ec echo.Context) error {
 		if err := ia.decode(&page); err != nil {
 			return err
 		}
-		d.Items, d.NextCursor = page.Items, deref(page.NextCursor)
+		items, next = page.Items, deref(page.NextCursor)
 	}
-	return c.render(ec, http.StatusOK, "run", fmt.Sprintf("Reconciliation run %d", d.Run.ID), d)
+	d.Items, d.NextCursor = newRunItems(s, items), next
+	if next != "" {
+		nq := url.Values{"cursor": {next}}
+		for k, vs := range filters {
+			nq[k] = vs
+		}
+		d.NextQuery = template.URL(nq.Encode())
+	}
+	here := url.Values{}
+	for k, vs := range filters {
+		here[k] = vs
+	}
+	if cursor != "" {
+		here.Set("cursor", cursor)
+	}
+	d.Return = here.Encode()
+	return c.renderRun(ec, d)
+}
+
+func (c *Console) renderRun(ec echo.Context, d runData) error {
+	for st := range d.Run.Summary {
+		d.Statuses = append(d.Statuses, string(st))
+	}
+	slices.Sort(d.Statuses)
+	title := fmt.Sprintf("Reconciliation run %d", d.Run.ID)
+	if d.Single && len(d.Items) == 1 {
+		title = fmt.Sprintf("Reconciliation item %d", d.Items[0].ID)
+	}
+	return c.render(ec, http.StatusOK, "run", title, d)
 }
 
 // runCSV hands the API's CSV through with the session's token, as the API
@@ -527,24 +614,10 @@ func (c *Console) runCSV(ec echo.Context) error {
 	// Bounded by the client's connection rather than apiTimeout: the
 	// download of a large run takes as long as it takes.
 	ctx := withRequestID(ec, ec.Request().Context())
-	a := c.relay(ctx, sessionIn(ec).token, apiPath("reconciliation", "runs", ec.Param("id"), "items.csv"), ec.Response(),
+	a := c.relay(ctx, sessionIn(ec).token, apiPath("reconciliation", "runs", ec.Param("id"), "items.csv"), nil, ec.Response(),
 		echo.HeaderContentType, "Content-Disposition")
 	if !a.ok() {
 		return c.apiFailed(ec, "Reconciliation run", a)
 	}
 	return nil
-}
-
-func (c *Console) books(ec echo.Context) error {
-	ctx, cancel := readContext(ec)
-	defer cancel()
-	a := c.call(ctx, sessionIn(ec).token, http.MethodGet, "/v1/ledger/trial-balance", nil, nil, "")
-	if !a.ok() {
-		return c.apiFailed(ec, "Books", a)
-	}
-	var tb api.TrialBalanceView
-	if err := a.decode(&tb); err != nil {
-		return err
-	}
-	return c.render(ec, http.StatusOK, "books", "Books", tb)
 }

@@ -61,7 +61,7 @@ func TestRunItemsPagesInBrowser(t *testing.T) {
 	ctx := startBrowser(t)
 	signIn(t, ctx, b.srv.URL, financeTok)
 	rows := func() []string {
-		return eval[[]string](t, ctx, `[...document.querySelectorAll('#items tbody tr')].map(r => r.cells[1].textContent)`)
+		return eval[[]string](t, ctx, `[...document.querySelectorAll('#items tbody tr.item-row')].map(r => r.cells[1].textContent)`)
 	}
 	want := func(from, to int) []string {
 		var out []string

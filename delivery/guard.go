@@ -125,6 +125,11 @@ var (
 	sixToFour   = netip.MustParsePrefix("2002::/16")
 )
 
+// PublicAddress reports whether ip is a public unicast address: the rule
+// every outgoing connection paygate makes to an address it did not choose
+// follows (webhook endpoints here, report downloads elsewhere).
+func PublicAddress(ip netip.Addr) bool { return allowedIP(ip) }
+
 // allowedIP reports whether ip is a public unicast address a webhook may
 // be sent to. IPv4-mapped IPv6 addresses (::ffff:127.0.0.1) are judged as
 // the IPv4 address they are.

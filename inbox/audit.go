@@ -25,6 +25,9 @@ const (
 	// and its payment's provider in Provider.
 	ActionRefundRequest Action = "refund_request" // an operator asked for a refund
 	ActionRefundFailed  Action = "refund_failed"  // a refund request failed: refused, reported failed, or past the key window
+	// A resolution of a reconciliation exception names the item's id in
+	// EventID and its run's provider in Provider.
+	ActionReconciliationResolve Action = "reconciliation_resolve"
 )
 
 // Operation says who acts and why. Every operator action records it in the

@@ -16,6 +16,7 @@ import (
 	"github.com/paygate/paygate/ledger"
 	"github.com/paygate/paygate/outbox"
 	"github.com/paygate/paygate/provider"
+	"github.com/paygate/paygate/reconcile"
 	"github.com/paygate/paygate/refund"
 	"github.com/paygate/paygate/statemachine"
 )
@@ -207,6 +208,7 @@ type batchWrites struct {
 	statuses []inbox.StatusUpdate
 	refunds  []refund.Report
 	messages []outbox.Message
+	reports  []reconcile.ReportNotice
 	// at is the time of the batch's changes: the payments' updated_at and
 	// their messages' created_at.
 	at time.Time
@@ -303,6 +305,10 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 		if err := a.fold(w.ev, w.fx, payments[w.fx.PaymentID], posted, &writes); err != nil {
 			return nil, &refusedError{pos: w.pos, err: fmt.Errorf("apply %s: %w", w.ev.EventID, err)}
 		}
+		for _, r := range w.fx.Reports {
+			writes.reports = append(writes.reports, reconcile.ReportNotice{Provider: w.ev.Provider, FileName: r.FileName,
+				URL: r.URL, Batch: r.Batch, EventID: w.ev.EventID})
+		}
 		writes.statuses = append(writes.statuses, applied(inbox.Key{Provider: w.ev.Provider, EventID: w.ev.EventID}, inbox.StatusProcessed))
 	}
 
@@ -345,6 +351,9 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 	}
 	writes.emails = append(writes.emails, alerts...)
 	if _, err := EnqueueEmailsTx(ctx, tx, rc, writes.emails); err != nil {
+		return nil, err
+	}
+	if err := noteReportsTx(ctx, tx, rc, writes.reports); err != nil {
 		return nil, err
 	}
 	if err := inbox.SetStatusManyTx(ctx, tx, writes.statuses); err != nil {

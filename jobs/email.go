@@ -104,9 +104,10 @@ type Email struct {
 	Provider  string
 	EventID   string
 	EventType string
-	// Date and RunStatus are a reconciliation alert's run: its day
-	// (YYYY-MM-DD) and how it ended.
+	// Date, Batch and RunStatus are a reconciliation alert's run: its day
+	// (YYYY-MM-DD) or its provider's settlement batch, and how it ended.
 	Date      string
+	Batch     string
 	RunStatus string
 	// EndpointID is a disabled endpoint's id.
 	EndpointID string
@@ -122,6 +123,7 @@ type emailData struct {
 	EventID   string `json:"event_id,omitempty"`
 	EventType string `json:"event_type,omitempty"`
 	Date      string `json:"date,omitempty"`
+	Batch     string `json:"batch,omitempty"`
 	RunStatus string `json:"run_status,omitempty"`
 	Endpoint  string `json:"endpoint_id,omitempty"`
 }
@@ -266,7 +268,7 @@ func EnqueueEmailsTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e
 		}
 		data, err := json.Marshal(emailData{
 			PaymentID: e.PaymentID, Amount: e.Amount, Currency: e.Currency, Reason: e.Reason,
-			Provider: e.Provider, EventID: e.EventID, EventType: e.EventType, Date: e.Date, RunStatus: e.RunStatus,
+			Provider: e.Provider, EventID: e.EventID, EventType: e.EventType, Date: e.Date, Batch: e.Batch, RunStatus: e.RunStatus,
 			Endpoint: e.EndpointID,
 		})
 		if err != nil {

@@ -46,6 +46,7 @@ type emailView struct {
 	EventID   string
 	EventType string
 	Date      string // a reconciliation run's day
+	Batch     string // or its provider's settlement batch
 	RunStatus string // how that run ended
 	Endpoint  string // a disabled endpoint's id
 	Ref       string // the Message-ID: quoting it lets support find the outbox row
@@ -62,7 +63,7 @@ func renderEmail(kind EmailKind, objectID, messageID string, d emailData) (rende
 	}
 	v := emailView{
 		Kind: kind, ObjectID: objectID, PaymentID: d.PaymentID, Reason: d.Reason,
-		Provider: d.Provider, EventID: d.EventID, EventType: d.EventType, Date: d.Date, RunStatus: d.RunStatus, Ref: messageID,
+		Provider: d.Provider, EventID: d.EventID, EventType: d.EventType, Date: d.Date, Batch: d.Batch, RunStatus: d.RunStatus, Ref: messageID,
 		Endpoint: d.Endpoint,
 	}
 	if d.Amount != "" {

@@ -420,6 +420,8 @@ func TestEmailRendering(t *testing.T) {
 			Reason: "provider API: <timeout>", Date: "2025-03-14", RunStatus: "failed"},
 		{Kind: jobs.EmailReconciliationAlert, ObjectID: "42", Recipient: "finance@example.com",
 			Reason: "amount_mismatch: 1, missing_in_ledger: 2", Date: "2025-03-14", RunStatus: "completed"},
+		{Kind: jobs.EmailReconciliationAlert, ObjectID: "43", Recipient: "finance@example.com",
+			Reason: "amount_mismatch: 1", Provider: "adyen", Batch: "12", RunStatus: "completed"},
 	}
 	for _, e := range emails {
 		require.True(t, b.enqueue(t, e))
@@ -453,6 +455,9 @@ func TestEmailRendering(t *testing.T) {
 		{"reconciliation_alert.42@paygate", "[paygate] Reconciliation of 2025-03-14 has exceptions (run 42)",
 			[]string{"Items:     amount_mismatch: 1, missing_in_ledger: 2", "/v1/reconciliation/runs/42/items.csv"},
 			[]string{"amount_mismatch: 1, missing_in_ledger: 2"}},
+		{"reconciliation_alert.43@paygate", "[paygate] Reconciliation of adyen settlement batch 12 has exceptions (run 43)",
+			[]string{"Batch:     adyen 12", `POST /v1/reconciliation/runs {"provider": "adyen", "batch": 12}`},
+			[]string{"adyen 12"}},
 	} {
 		d, ok := byID[c.messageID]
 		require.True(t, ok, "no message with Message-ID %s", c.messageID)

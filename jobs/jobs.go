@@ -138,6 +138,10 @@ type Config struct {
 	// the submit_refund worker; a provider without one cannot be asked for
 	// refunds (see Client.CanRefund).
 	Refunders map[string]provider.Refunder
+	// ReportDownloaders are the providers' report clients, by provider
+	// name, for the download_report worker; a report announced by a
+	// provider without one is refused, with the reason.
+	ReportDownloaders map[string]ReportDownloader
 	// RefundCallTimeout bounds one call to a provider's refund API;
 	// default 30s. A call cut off is indeterminate and retried with the
 	// same key.
@@ -207,13 +211,17 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 		MessageRetention: config.MessageRetention, Logger: config.Logger})
 	river.AddWorker(workers, &SubmitRefundWorker{pool: pool, refunders: config.Refunders,
 		opsEmail: config.Email.OpsEmail, logger: config.Logger, now: time.Now, callTimeout: config.RefundCallTimeout})
+	river.AddWorker(workers, NewReportWorker(ReportWorkerConfig{Pool: pool, Downloaders: config.ReportDownloaders,
+		OpsEmail: config.Email.OpsEmail, Logger: config.Logger}))
 	sweeper := newSweeper(pool, config)
 	river.AddWorker(workers, &InboxSweepWorker{sweeper: sweeper})
+	river.AddWorker(workers, &BalanceSnapshotsWorker{Pool: pool, Logger: config.Logger})
 	var periodic []*river.PeriodicJob
 	if config.Register != nil {
 		periodic = config.Register(workers)
 	}
-	periodic = append(periodic, idempotencyPurgePeriodic(), inboxSweepPeriodic(), inboxPartitionsPeriodic())
+	periodic = append(periodic, idempotencyPurgePeriodic(), inboxSweepPeriodic(), inboxPartitionsPeriodic(),
+		balanceSnapshotsPeriodic())
 	rc := &river.Config{
 		Logger:               config.Logger,
 		JobTimeout:           config.JobTimeout,

@@ -19,13 +19,17 @@ import (
 	"github.com/paygate/paygate/reconcile"
 )
 
-// ReconcileArgs asks for one day's reconciliation. An on-demand run (the
-// API) carries the id of the run row inserted with the job; the daily
-// scheduled run carries only its date and creates its run, once per day.
+// ReconcileArgs asks for one reconciliation run. An on-demand run (the
+// API) carries the id of the run row inserted with the job; a scheduled
+// run carries only what it reconciles and creates its run, once: the daily
+// job its date (a day of the runner's day provider), a settlement batch's
+// stored report its provider and batch.
 type ReconcileArgs struct {
 	Date      string `json:"date"`
 	RunID     int64  `json:"run_id,omitempty"`
 	Scheduled bool   `json:"scheduled,omitempty"`
+	Provider  string `json:"provider,omitempty"`
+	Batch     int64  `json:"batch,omitempty"`
 }
 
 // Kind is stored in the database: never change it.
@@ -70,10 +74,23 @@ func ReconcilePeriodicJob(schedule *CronSchedule) *river.PeriodicJob {
 	}, &river.PeriodicJobOpts{ID: "reconcile_daily", RunOnStart: true})
 }
 
+// ScheduledBatchReconcile is the job that reconciles a provider's
+// settlement batch once its report is stored: unique by its arguments, and
+// the worker creates the batch's scheduled run under a unique key of its
+// own, so the same report never makes two runs.
+func ScheduledBatchReconcile(provider string, batch int64) (ReconcileArgs, *river.InsertOpts) {
+	return ReconcileArgs{Provider: provider, Batch: batch, Scheduled: true},
+		&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
 // InsertReconcileTx enqueues an on-demand run in tx, the transaction that
 // inserted the run row.
 func (c *Client) InsertReconcileTx(ctx context.Context, tx pgx.Tx, run reconcile.Run) error {
-	_, err := c.River.InsertTx(ctx, tx, ReconcileArgs{Date: run.Date.Format(reconcile.DateLayout), RunID: run.ID}, nil)
+	args := ReconcileArgs{RunID: run.ID, Provider: run.Provider, Batch: run.Batch}
+	if run.Batch == 0 {
+		args.Date = run.Date.Format(reconcile.DateLayout)
+	}
+	_, err := c.River.InsertTx(ctx, tx, args, nil)
 	if err != nil {
 		return fmt.Errorf("enqueue reconcile run %d: %w", run.ID, err)
 	}
@@ -89,6 +106,10 @@ func (c *Client) InsertReconcileTx(ctx context.Context, tx pgx.Tx, run reconcile
 // It fails with ErrInvalidEmail.
 func (c *Client) EnqueueReconciliationAlertTx(ctx context.Context, tx pgx.Tx, a reconcile.Alert) error {
 	reason := a.Error
+	date, batch := a.Date.Format(reconcile.DateLayout), ""
+	if a.Scope.Batch != 0 {
+		date, batch = "", strconv.FormatInt(a.Scope.Batch, 10)
+	}
 	if a.Status != reconcile.RunFailed {
 		var parts []string
 		for _, st := range reconcile.Statuses {
@@ -103,7 +124,9 @@ func (c *Client) EnqueueReconciliationAlertTx(ctx context.Context, tx pgx.Tx, a 
 		ObjectID:  strconv.FormatInt(a.RunID, 10),
 		Recipient: cmp.Or(c.config.Email.FinanceEmail, c.config.Email.OpsEmail),
 		Reason:    reason,
-		Date:      a.Date.Format(reconcile.DateLayout),
+		Provider:  a.Scope.Provider,
+		Date:      date,
+		Batch:     batch,
 		RunStatus: string(a.Status),
 	})
 	if err != nil {
@@ -142,16 +165,23 @@ func (w *ReconcileWorker) logger() *slog.Logger {
 func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs]) error {
 	runID := job.Args.RunID
 	if job.Args.Scheduled {
-		day, err := time.Parse(reconcile.DateLayout, job.Args.Date)
-		if err != nil {
-			return river.JobCancel(fmt.Errorf("scheduled reconcile: bad date %q", job.Args.Date))
+		scope := reconcile.BatchScope(job.Args.Provider, job.Args.Batch)
+		if job.Args.Batch == 0 {
+			day, err := time.Parse(reconcile.DateLayout, job.Args.Date)
+			if err != nil {
+				return river.JobCancel(fmt.Errorf("scheduled reconcile: bad date %q", job.Args.Date))
+			}
+			scope = reconcile.DayScope(cmp.Or(job.Args.Provider, w.Runner.DayProvider()), day)
 		}
-		run, created, err := reconcile.ScheduledRun(ctx, w.Runner.Pool(), day)
+		if scope.Provider == "" {
+			return river.JobCancel(fmt.Errorf("scheduled reconcile of %s: %w: no provider reads its statements here", job.Args.Date, reconcile.ErrCannotRun))
+		}
+		run, created, err := reconcile.ScheduledRun(ctx, w.Runner.Pool(), scope)
 		if err != nil {
 			return err
 		}
 		if !created && run.Status != reconcile.RunRunning {
-			w.logger().InfoContext(ctx, "scheduled reconciliation already ran", "date", job.Args.Date, "run_id", run.ID)
+			w.logger().InfoContext(ctx, "scheduled reconciliation already ran", "scope", scope.String(), "run_id", run.ID)
 			return nil
 		}
 		runID = run.ID
@@ -166,7 +196,7 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 		return river.JobCancel(err)
 	}
 	ctx = context.WithoutCancel(ctx)
-	if errors.Is(err, stripe.ErrNoAPIKey) {
+	if errors.Is(err, stripe.ErrNoAPIKey) || errors.Is(err, reconcile.ErrCannotRun) {
 		// No retry can help until the server is configured.
 		if ferr := w.Runner.Fail(ctx, runID, err); ferr != nil {
 			w.logger().ErrorContext(ctx, "mark reconciliation failed", "run_id", runID, "error", ferr.Error())

@@ -94,7 +94,7 @@ func TestReconciliationAlerts(t *testing.T) {
 	require.Contains(t, got[0].Reason, "missing_in_ledger: ")
 	require.Equal(t, 1, b.world.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'send_email'`))
 
-	failing := b.runner(reconcile.Unavailable(striperef.ErrNoAPIKey))
+	failing := b.runner(reconcile.Unavailable(striperef.Name, striperef.ErrNoAPIKey))
 	failed, err := failing.RunDay(ctx, alertDay, reconcile.TriggerCLI, "cli")
 	require.Error(t, err)
 	require.NoError(t, failing.Fail(ctx, failed.ID, errors.New("recorded twice")))
@@ -122,7 +122,7 @@ func TestReconciliationAlertFallsBackToOps(t *testing.T) {
 		{jobs.EmailConfig{}, nil, "skipped"},
 	} {
 		b := setupAlerts(t, c.email)
-		run, err := b.runner(reconcile.Unavailable(striperef.ErrNoAPIKey)).RunDay(context.Background(), alertDay, reconcile.TriggerCLI, "cli")
+		run, err := b.runner(reconcile.Unavailable(striperef.Name, striperef.ErrNoAPIKey)).RunDay(context.Background(), alertDay, reconcile.TriggerCLI, "cli")
 		require.Error(t, err)
 		got := b.alerts(t, run.ID)
 		require.Len(t, got, 1)

@@ -1,6 +1,9 @@
 // Package ledger owns paygate's append-only, double-entry ledger: the
 // ledger_transactions and ledger_entries tables and their invariants,
-// posting, currency exponents, balances and the trial balance.
+// posting, currency exponents, balances and the trial balance; and the
+// books finance keeps over it: the periods it closes (ledger_books,
+// ledger_periods), the balance snapshot the trial balance as of an instant
+// reads (balance_snapshot.go), and the journal exports.
 //
 // It must never know about providers: it sees currencies, accounts, kinds of
 // money movement and payment ids as opaque strings. Turning a provider's
@@ -31,6 +34,17 @@
 // Providers speak minor units; FromMinor and ToMinor convert exactly with the
 // currency's exponent. There are no floats anywhere.
 //
+// # Closed periods
+//
+// A transaction keeps OccurredAt, the date the money moved, and is posted
+// at PostedAt: OccurredAt, unless that falls in a month finance closed,
+// then the first instant of the first open month. Closes move one
+// boundary (ledger_books.closed_through) forward, a month at a time; every
+// posting reads it FOR SHARE and a close locks it FOR UPDATE before
+// computing the month's trial balance, so a posting racing a close is in
+// that balance or posted after the boundary. A trigger (ENABLE ALWAYS)
+// refuses any row posted behind the boundary, whoever inserts it.
+//
 // # Chart of accounts
 //
 //	account             type           holds
@@ -42,6 +56,8 @@
 //	dispute_losses      expense        money withdrawn by disputes
 //	fees                expense        the provider's fees
 //	fx_clearing         clearing       conversions into the settlement currency, in both currencies
+//	reconciliation_adjustments
+//	                    gain or loss   differences with the provider's statement that finance wrote off
 //
 // An account's balance is debits − credits: positive for assets and
 // expenses in the normal case, negative for revenue.

@@ -33,6 +33,26 @@ var (
 	ErrRefConflict = errors.New("ledger: ref already posted with different content")
 	// ErrNotFound: no transaction has that ref.
 	ErrNotFound = errors.New("ledger: not found")
+
+	// ErrPeriodClosed: the database refused a transaction posted in a
+	// closed period. PostManyTx never posts one there; a posting that
+	// raced a close in a way the database could not order (another
+	// isolation level, SQL of one's own) gets it, and succeeds when tried
+	// again. Not permanent.
+	ErrPeriodClosed = errors.New("ledger: posted in a closed period")
+	// ErrInvalidPeriod: not a period, which is a UTC calendar month
+	// written YYYY-MM.
+	ErrInvalidPeriod = errors.New("ledger: invalid period")
+	// ErrPeriodNotEnded: a period that has not ended cannot be closed.
+	ErrPeriodNotEnded = errors.New("ledger: period has not ended")
+	// ErrPeriodOrder: periods close in order, and this one is not next.
+	ErrPeriodOrder = errors.New("ledger: periods close in order")
+	// ErrPeriodNotClosed: the period is open, and what was asked needs it
+	// closed (its frozen journal export).
+	ErrPeriodNotClosed = errors.New("ledger: period is not closed")
+	// ErrInvalidGLAccounts: a PAYGATE_GL_ACCOUNTS value that is not a
+	// list of account=code.
+	ErrInvalidGLAccounts = errors.New("ledger: invalid GL account codes")
 )
 
 // RefConflictError reports that Ref is already in the ledger with content
@@ -51,3 +71,16 @@ func (e *RefConflictError) Error() string {
 
 // Is makes errors.Is(err, ErrRefConflict) hold.
 func (e *RefConflictError) Is(target error) bool { return target == ErrRefConflict }
+
+// PeriodOrderError reports a close out of order: Next must be closed
+// first. It matches ErrPeriodOrder with errors.Is.
+type PeriodOrderError struct {
+	Period, Next Period
+}
+
+func (e *PeriodOrderError) Error() string {
+	return fmt.Sprintf("ledger: periods close in order: close %s before %s", e.Next, e.Period)
+}
+
+// Is makes errors.Is(err, ErrPeriodOrder) hold.
+func (e *PeriodOrderError) Is(target error) bool { return target == ErrPeriodOrder }

@@ -439,3 +439,41 @@ func EventsOfPayment(ctx context.Context, q Querier, paymentID string) (provider
 	}
 	return provider, eventIDs, nil
 }
+
+// PaymentsNamed maps each of names, as a provider's record of a movement
+// names things (the object that moved: a charge, a refund, a dispute; or
+// the payment itself), to the payment of provider it names: the payment
+// with that id, or else the payment whose facts are about that object. A
+// name that names no payment is absent. It reads payment_facts whole,
+// once: it is for the few movements a caller cannot tie to a payment
+// otherwise (those the ledger lacks), not for a hot path.
+func PaymentsNamed(ctx context.Context, q Querier, provider string, names []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(names) == 0 {
+		return out, nil
+	}
+	rows, err := q.Query(ctx, `
+		WITH names AS (SELECT DISTINCT n FROM unnest($2::text[]) AS n WHERE n <> ''),
+		facts AS (
+			SELECT DISTINCT ON (f.object_id) f.object_id, f.payment_id
+			FROM payment_facts f JOIN payments fp ON fp.id = f.payment_id AND fp.provider = $1
+			WHERE f.object_id IN (SELECT n FROM names)
+			ORDER BY f.object_id, f.recorded_at, f.payment_id)
+		SELECT names.n, coalesce(p.id, facts.payment_id)
+		FROM names
+		LEFT JOIN payments p ON p.id = names.n AND p.provider = $1
+		LEFT JOIN facts ON facts.object_id = names.n
+		WHERE coalesce(p.id, facts.payment_id) IS NOT NULL`, provider, names)
+	if err != nil {
+		return nil, fmt.Errorf("payments named by %d records: %w", len(names), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, payment string
+		if err := rows.Scan(&name, &payment); err != nil {
+			return nil, fmt.Errorf("payments named by %d records: %w", len(names), err)
+		}
+		out[name] = payment
+	}
+	return out, rows.Err()
+}

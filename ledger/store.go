@@ -30,13 +30,22 @@ type Querier interface {
 // for the earlier instead of each waiting for the other. Entries follow
 // their input order, so a transaction's entries keep the order they were
 // posted in.
+//
+// posted_at is occurred_at, or the books' boundary when that is later (the
+// movement occurred in a closed period). The boundary is read FOR SHARE
+// before any row is written and stays locked until commit: a close, which
+// locks it FOR UPDATE, waits for this transaction, and a posting that comes
+// while a close runs waits for it and reads the boundary it moved.
 const insertTransactions = `
-WITH header AS (
-    INSERT INTO ledger_transactions (ref, kind, currency, occurred_at, payment_id, event_id, entry_count, exchange_rate)
-    SELECT h.ref, h.kind, h.currency, h.occurred_at, NULLIF(h.payment_id, ''), NULLIF(h.event_id, ''), h.entry_count,
-           NULLIF(h.exchange_rate, '')::numeric
+WITH books AS MATERIALIZED (
+    SELECT closed_through FROM ledger_books FOR SHARE
+), header AS (
+    INSERT INTO ledger_transactions (ref, kind, currency, occurred_at, posted_at, payment_id, event_id, entry_count, exchange_rate)
+    SELECT h.ref, h.kind, h.currency, h.occurred_at, greatest(h.occurred_at, books.closed_through),
+           NULLIF(h.payment_id, ''), NULLIF(h.event_id, ''), h.entry_count, NULLIF(h.exchange_rate, '')::numeric
     FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::integer[], $12::text[])
         AS h(ref, kind, currency, occurred_at, payment_id, event_id, entry_count, exchange_rate)
+    CROSS JOIN books
     ORDER BY h.ref
     ON CONFLICT ON CONSTRAINT ledger_transactions_ref_key DO NOTHING
     RETURNING id, ref, currency
@@ -59,6 +68,10 @@ SELECT ref FROM header`
 // losers wait for the winner's commit and then see its row. Under
 // REPEATABLE READ or SERIALIZABLE a loser instead gets a serialization
 // failure, to be retried like any other.
+//
+// t is posted at its OccurredAt, or, when that falls in a closed period, at
+// the first instant of the first open period (its OccurredAt is kept): the
+// books of a closed period never change.
 //
 // It fails with the errors of Validate, with *RefConflictError (matching
 // ErrRefConflict) when the ref holds different content, or with a wrapped
@@ -219,6 +232,12 @@ func translate(err error) error {
 		sentinel = ErrInvalidAccount
 	case "ledger_entries_amount_check":
 		sentinel = ErrInvalidAmount
+	case "ledger_period_closed":
+		sentinel = ErrPeriodClosed
+	case "ledger_period_order":
+		sentinel = ErrPeriodOrder
+	case "ledger_period_not_ended":
+		sentinel = ErrPeriodNotEnded
 	default:
 		return err
 	}
@@ -226,7 +245,7 @@ func translate(err error) error {
 }
 
 const selectTransactions = `
-SELECT t.ref, t.kind, t.currency, t.occurred_at, coalesce(t.payment_id, ''), coalesce(t.event_id, ''),
+SELECT t.ref, t.kind, t.currency, t.occurred_at, t.posted_at, coalesce(t.payment_id, ''), coalesce(t.event_id, ''),
        e.account, e.debit::text, e.credit::text, t.id, t.exchange_rate::text
 FROM ledger_transactions t
 JOIN ledger_entries e ON e.transaction_id = t.id
@@ -255,7 +274,7 @@ func queryTransactions(ctx context.Context, q Querier, where string, args ...any
 			dr, cr        decimal.Decimal
 			rate          *string
 		)
-		if err := rows.Scan(&t.Ref, &kind, &t.Currency, &t.OccurredAt, &t.PaymentID, &t.EventID,
+		if err := rows.Scan(&t.Ref, &kind, &t.Currency, &t.OccurredAt, &t.PostedAt, &t.PaymentID, &t.EventID,
 			&account, &debit, &credit, &id, &rate); err != nil {
 			return nil, err
 		}
@@ -274,7 +293,7 @@ func queryTransactions(ctx context.Context, q Querier, where string, args ...any
 		}
 		if id != lastID {
 			t.Kind = Kind(kind)
-			t.OccurredAt = t.OccurredAt.UTC()
+			t.OccurredAt, t.PostedAt = t.OccurredAt.UTC(), t.PostedAt.UTC()
 			out = append(out, t)
 			lastID = id
 		}

@@ -26,13 +26,19 @@ const (
 	// the presentment amount enters it in one currency and the settlement
 	// amount leaves it in the other (see NewSettlement).
 	AccountFXClearing Account = "fx_clearing"
+	// AccountReconciliationAdjustments is where finance writes off a
+	// difference reconciliation found between the provider's statement
+	// and the ledger: what the provider holds beyond the ledger is
+	// credited to it, what it lacks debited.
+	AccountReconciliationAdjustments Account = "reconciliation_adjustments"
 )
 
 // chart lists the accounts in presentation order: assets, revenue, contra
-// revenue, expenses. Trial balances are sorted by it.
+// revenue, expenses, clearing, write-offs. Trial balances are sorted by it.
 var chart = []Account{
 	AccountProviderBalance, AccountPayoutsInTransit, AccountBank,
 	AccountSales, AccountRefunds, AccountDisputeLosses, AccountFees, AccountFXClearing,
+	AccountReconciliationAdjustments,
 }
 
 // Accounts returns the chart of accounts in presentation order.
@@ -89,8 +95,13 @@ type Transaction struct {
 	Kind       Kind
 	Currency   string // lowercase ISO code; every entry is in it
 	OccurredAt time.Time
-	PaymentID  string // empty for movements without a payment (payouts)
-	EventID    string // the event that first reported it; informational
+	// PostedAt is when the transaction counts in the books: OccurredAt,
+	// unless that fell in a period closed when it was posted, then the
+	// first instant of the first open period. The database sets it at
+	// posting (whatever a caller puts here is ignored); reads fill it in.
+	PostedAt  time.Time
+	PaymentID string // empty for movements without a payment (payouts)
+	EventID   string // the event that first reported it; informational
 	// ExchangeRate is the provider's rate (major units of the settlement
 	// currency per major unit of the presentment currency) on the legs of
 	// a conversion; not Valid on every other transaction.
@@ -284,9 +295,9 @@ func (t Transaction) Validate() error {
 
 // sameContent reports how stored and posted differ in what the ledger means
 // by "the same money movement": kind, currency, payment and entries, in any
-// order, amounts compared by value. OccurredAt and EventID are deliberately
-// not compared: a second event reporting the same movement is the normal
-// duplicate. It returns "" when they are the same.
+// order, amounts compared by value. OccurredAt, PostedAt and EventID are
+// deliberately not compared: a second event reporting the same movement is
+// the normal duplicate. It returns "" when they are the same.
 func sameContent(stored, posted Transaction) string {
 	switch {
 	case stored.Kind != posted.Kind:

@@ -55,16 +55,17 @@ func TestAppendOnlyTriggersAreEnabledAlways(t *testing.T) {
 // appendOnly are the tables whose rows, once written, never change: the
 // app role may read and add to them, nothing else.
 var appendOnly = map[string]string{
-	"ledger_transactions":  "SELECT,INSERT",
-	"ledger_entries":       "SELECT,INSERT",
-	"ops_audit_log":        "SELECT,INSERT",
-	"inbox_attempts":       "SELECT,INSERT",
-	"inbox_event_keys":     "SELECT,INSERT", // the dedupe key is kept forever
-	"reconciliation_items": "SELECT,INSERT",
-	"reconciliation_runs":  "SELECT,INSERT,UPDATE", // a run records its outcome once
-	"messages":             "SELECT,INSERT,UPDATE", // messages leave by whole partitions
-	"paygate_migrations":   "SELECT",               // readiness reads it; only migrate writes
-	"river_migration":      "SELECT",
+	"ledger_transactions":        "SELECT,INSERT",
+	"ledger_entries":             "SELECT,INSERT",
+	"ops_audit_log":              "SELECT,INSERT",
+	"inbox_attempts":             "SELECT,INSERT",
+	"inbox_event_keys":           "SELECT,INSERT", // the dedupe key is kept forever
+	"reconciliation_items":       "SELECT,INSERT",
+	"reconciliation_resolutions": "SELECT,INSERT",        // a resolution is written once
+	"reconciliation_runs":        "SELECT,INSERT,UPDATE", // a run records its outcome once
+	"messages":                   "SELECT,INSERT,UPDATE", // messages leave by whole partitions
+	"paygate_migrations":         "SELECT",               // readiness reads it; only migrate writes
+	"river_migration":            "SELECT",
 }
 
 // TestAppRolePrivileges: paygate_app has exactly what serve needs on every

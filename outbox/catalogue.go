@@ -107,11 +107,13 @@ type RunData struct {
 	Run RunView `json:"run"`
 }
 
-// RunView is a finished reconciliation run as its message shows it.
+// RunView is a finished reconciliation run as its message shows it: a
+// provider's day (Date) or settlement batch (Batch).
 type RunView struct {
 	ID       int64          `json:"id"`
 	Provider string         `json:"provider"`
-	Date     string         `json:"date"`
+	Date     string         `json:"date,omitempty"`
+	Batch    *int64         `json:"batch,omitempty"`
 	Status   string         `json:"status"`
 	Summary  map[string]int `json:"summary"`
 }

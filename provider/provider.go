@@ -146,6 +146,17 @@ type Effects struct {
 	// refund requests paygate made (named by the refund's metadata, or by
 	// the refund id a request recorded).
 	Refunds []RefundReport
+	// Reports are the settlement reports the event announces, to be
+	// downloaded and reconciled (Adyen's REPORT_AVAILABLE).
+	Reports []ReportNotice
+}
+
+// ReportNotice is an event's word that a settlement batch's report can be
+// downloaded: its file name (unique per provider), URL and batch.
+type ReportNotice struct {
+	FileName string
+	URL      string
+	Batch    int64
 }
 
 // RefundReport is an event's word on one refund's outcome.

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/paygate/paygate/ledger"
 )
 
 // BalanceTransaction is a provider's record of one movement of its
@@ -47,3 +49,40 @@ var (
 	// ErrAPI): retrying it cannot help.
 	ErrAPIRefused = errors.New("request refused")
 )
+
+// StatementLine is one thing a record of a provider's statement asks of
+// the ledger: its movement, or its fee. The provider derives it from the
+// record alone, naming the ledger ref the worker posts the same movement
+// under, so reconciliation needs no knowledge of the provider to match it.
+type StatementLine struct {
+	// Ref is the ledger ref of the movement; empty when the record's type
+	// maps to nothing paygate posts.
+	Ref string
+	// Kind is the kind the ledger should have posted under Ref.
+	Kind ledger.Kind
+	// Post marks a line the ledger learns from the statement alone (a fee,
+	// a settlement batch's payout): reconciliation posts it when the ledger
+	// lacks it.
+	Post bool
+	// Type is the record's type as the provider names it, or "fee" for the
+	// fee line of a record.
+	Type string
+	// Amount is the line's effect on the provider balance in the currency's
+	// minor unit (the ledger's exponent), signed as the provider signs it.
+	Amount int64
+	// FeeColumn is the record's fee for the provider_fee column; nil on fee
+	// lines, so that the column never counts a fee twice.
+	FeeColumn *int64
+	// Conversion, when set, is the prefix of the refs of the conversion's
+	// legs should the record have settled in another currency than the
+	// ledger posted the movement in: a leg's ref is the prefix followed by
+	// its currency (see ledger.NewSettlement).
+	Conversion string
+}
+
+// StatementRecord is one record of a statement the provider reads whole
+// (a settlement batch's report) with the lines it derived from it.
+type StatementRecord struct {
+	BalanceTransaction
+	Lines []StatementLine
+}

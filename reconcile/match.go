@@ -7,78 +7,33 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/paygate/paygate/ledger"
-	"github.com/paygate/paygate/provider/stripe"
+	"github.com/paygate/paygate/provider"
 )
 
-// TypeFee is the Type of the line that carries a balance transaction's fee
-// (and of a ledger-only fee transaction).
+// TypeFee is the Type of the line that carries a record's fee (and of a
+// ledger-only fee transaction).
 const TypeFee = "fee"
 
-// Line is one thing a provider record asks of the ledger: its movement, or
-// its fee. It is pure data derived from the record alone.
+// Line is one thing a provider record asks of the ledger (its movement, or
+// its fee) with the record it comes from. The provider derived it from the
+// record alone (see provider.StatementLine).
 type Line struct {
-	BT   BalanceTransaction
-	Ref  string      // empty when the record's type maps to no ledger ref
-	Kind ledger.Kind // the kind the ledger should have posted under Ref
-	// Fee marks the fee line of a record (Type "fee"), or a standalone fee
-	// record: both are posted from the provider's data when missing.
-	Fee  bool
-	Type string
-	// Amount is the line's effect on the provider balance in minor units,
-	// signed as the provider signs it.
-	Amount int64
-	// FeeColumn is the record's fee for the provider_fee column; nil on
-	// fee lines, so that the column never counts a fee twice.
-	FeeColumn *int64
+	BT BalanceTransaction
+	provider.StatementLine
 }
 
-// ledgerRef maps a balance transaction to the ref and kind of the ledger
-// transaction applying the event derives for the same movement (see
-// the package documentation). ok is false for types paygate does not post.
-func ledgerRef(bt BalanceTransaction) (ref string, kind ledger.Kind, ok bool) {
-	src := bt.SourceID
-	cat, typ := bt.ReportingCategory, bt.Type
-	switch {
-	case typ == "stripe_fee" || cat == "fee":
-		return stripe.FeeRef(bt.ID), ledger.KindFee, true
-	case src == "":
-		return "", "", false
-	case cat == "charge" || typ == "charge" || typ == "payment":
-		return stripe.CaptureRef(src), ledger.KindCapture, true
-	case cat == "refund" || typ == "refund" || typ == "payment_refund":
-		return stripe.RefundRef(src), ledger.KindRefund, true
-	case cat == "refund_failure" || typ == "refund_failure" || typ == "payment_failure_refund":
-		return stripe.RefundReversalRef(src), ledger.KindRefundReversal, true
-	case cat == "dispute":
-		return stripe.DisputeWithdrawalRef(src), ledger.KindDisputeWithdrawal, true
-	case cat == "dispute_reversal":
-		return stripe.DisputeReinstatementRef(src), ledger.KindDisputeReinstatement, true
-	case cat == "payout" || typ == "payout":
-		return stripe.PayoutRef(src), ledger.KindPayout, true
-	case cat == "payout_reversal" || typ == "payout_failure":
-		return stripe.PayoutReversalRef(src), ledger.KindPayoutReversal, true
-	}
-	return "", "", false
-}
-
-// Lines derives a provider record's lines: its movement, then its fee when
-// it has one. A standalone fee record (type stripe_fee) is itself a fee
-// line; a fee in its fee field, should Stripe ever set one, gets the ref
-// suffix :fee.
-func Lines(bt BalanceTransaction) []Line {
-	fee := bt.Fee
-	ref, kind, _ := ledgerRef(bt)
-	main := Line{BT: bt, Ref: ref, Kind: kind, Fee: kind == ledger.KindFee, Type: bt.Type, Amount: bt.Amount, FeeColumn: &fee}
-	out := []Line{main}
-	if bt.Fee != 0 {
-		feeRef := stripe.FeeRef(bt.ID)
-		if main.Fee {
-			feeRef = stripe.FeeOfFeeRef(bt.ID)
-		}
-		out = append(out, Line{BT: bt, Ref: feeRef, Kind: ledger.KindFee, Fee: true, Type: TypeFee, Amount: -bt.Fee})
+// LinesOf pairs a record with the lines the provider derived from it.
+func LinesOf(bt BalanceTransaction, lines []provider.StatementLine) []Line {
+	out := make([]Line, len(lines))
+	for i, l := range lines {
+		out[i] = Line{BT: bt, StatementLine: l}
 	}
 	return out
 }
+
+// fee reports a line that carries a fee: posted from the provider's data
+// when missing, and never the movement a fee belongs to.
+func (l Line) fee() bool { return l.Post && l.Kind == ledger.KindFee }
 
 // money converts signed minor units to a decimal at the currency's scale. A
 // currency the ledger does not know is kept in minor units, so the value
@@ -141,6 +96,7 @@ func Compare(l Line, tx *ledger.Transaction) Item {
 	}
 	it.LedgerCurrency = tx.Currency
 	it.LedgerAmount = ptr(Effect(*tx))
+	it.PaymentID = tx.PaymentID
 	switch {
 	case tx.Currency != l.BT.Currency:
 		it.Status = StatusCurrencyMismatch
@@ -174,6 +130,21 @@ func FeeTransaction(l Line, paymentID, postedBy string) ledger.Transaction {
 	}
 }
 
+// Posting is the ledger transaction that records a line the ledger lacks
+// and learns from the statement alone (Line.Post): a fee (FeeTransaction),
+// or a settlement batch's payout from the provider balance to the bank
+// (or its reversal, money the bank sent back).
+func Posting(l Line, paymentID, postedBy string) ledger.Transaction {
+	amount := money(l.Amount, l.BT.Currency).Abs()
+	switch l.Kind {
+	case ledger.KindPayout:
+		return ledger.NewPayout(l.Ref, postedBy, l.BT.Currency, amount, l.BT.Created)
+	case ledger.KindPayoutReversal:
+		return ledger.NewPayoutReversal(l.Ref, postedBy, l.BT.Currency, amount, l.BT.Created)
+	}
+	return FeeTransaction(l, paymentID, postedBy)
+}
+
 // PostedBy is the mark a run leaves on the fees it posts (in the ledger
 // transaction's event id): a retried attempt of the run recognises the fees
 // its earlier attempt posted and still reports them fee_posted.
@@ -200,8 +171,10 @@ func categoryOfKind(tx ledger.Transaction) string {
 	case ledger.KindFee:
 		return "fee"
 	}
-	if stripe.IsFeeRef(tx.Ref) {
-		return "fee"
+	for _, e := range tx.Entries {
+		if e.Account == ledger.AccountFees {
+			return "fee" // a refunded fee (see FeeTransaction)
+		}
 	}
 	return "other_adjustment"
 }
@@ -218,20 +191,9 @@ func LedgerOnly(tx ledger.Transaction) Item {
 		Currency:          tx.Currency,
 		LedgerCurrency:    tx.Currency,
 		LedgerAmount:      ptr(Effect(tx)),
+		PaymentID:         tx.PaymentID,
 	}
 }
-
-// Compared reports whether a ledger transaction is one the provider should
-// know: paygate's own refs for provider movements start with "stripe:".
-// Anything else (a hand-made bank adjustment) is not in the provider's
-// balance and is left out of the comparison.
-func Compared(tx ledger.Transaction) bool { return stripe.IsRef(tx.Ref) }
-
-// SourceOfRef names where the provider would keep the record of a ledger
-// ref: the source object whose balance transactions to list, or the balance
-// transaction id itself for fees and settlements. ok is false for refs of no
-// known shape.
-func SourceOfRef(ref string) (sourceID, txnID string, ok bool) { return stripe.SourceOfRef(ref) }
 
 // TimingDifference is a ledger transaction of the day whose provider record
 // is on another day: not an item of this run (the provider's day matches

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paygate/paygate/ledger"
-	"github.com/paygate/paygate/provider/stripe"
 )
 
 // A run's work is set-based, so that it costs the same number of queries,
@@ -92,22 +92,22 @@ func (m *matching) read(ctx context.Context, refs []string) error {
 type step struct {
 	line Line
 	tx   *ledger.Transaction // the ledger's transaction under the line's ref before the run posted anything
-	// fee is the posting of a fee the ledger lacks; legs the conversion of
-	// a movement settled in another currency (its presentment leg, then its
+	// post is the posting of a line the ledger lacks and learns from the
+	// statement (a fee, a batch's payout); legs the conversion of a
+	// movement settled in another currency (its presentment leg, then its
 	// settlement leg), moved the movement as the ledger posted it.
-	fee   *ledger.Transaction
+	post  *ledger.Transaction
 	legs  *[2]ledger.Transaction
 	moved *ledger.Transaction
 }
 
-// records matches the provider's records of the day, in order, posting the
-// fees and conversions the ledger lacks.
-func (m *matching) records(ctx context.Context, bts []BalanceTransaction) ([]Item, error) {
-	lines := make([][]Line, len(bts))
+// records matches the provider's records, in order, each with its lines,
+// posting the fees, payouts and conversions the ledger lacks. It returns
+// one item per line, in the order of the lines.
+func (m *matching) records(ctx context.Context, lines [][]Line) ([]Item, error) {
 	var refs []string
-	for i, bt := range bts {
-		lines[i] = Lines(bt)
-		for _, l := range lines[i] {
+	for _, ls := range lines {
+		for _, l := range ls {
 			refs = append(refs, l.Ref)
 		}
 	}
@@ -119,25 +119,26 @@ func (m *matching) records(ctx context.Context, bts []BalanceTransaction) ([]Ite
 		steps   []step
 		legRefs []string
 	)
-	for i, bt := range bts {
+	for _, ls := range lines {
 		paymentID := ""
-		for _, l := range lines[i] {
+		for _, l := range ls {
+			bt := l.BT
 			s := step{line: l}
 			if l.Ref != "" {
 				s.tx = m.byRef[l.Ref]
 			}
 			if s.tx != nil {
 				m.claimed[l.Ref] = true
-				if !l.Fee {
+				if !l.Post {
 					paymentID = s.tx.PaymentID
 				}
 			}
 			switch {
-			case s.tx == nil && l.Fee && l.Ref != "" && l.Amount != 0:
-				fee := FeeTransaction(l, paymentID, m.postedBy)
-				s.fee = &fee
+			case s.tx == nil && l.Post && l.Ref != "" && l.Amount != 0:
+				post := Posting(l, paymentID, m.postedBy)
+				s.post = &post
 				m.claimed[l.Ref] = true
-			case s.tx != nil && !l.Fee && s.tx.Currency != bt.Currency && bt.ExchangeRate.Valid:
+			case s.tx != nil && !l.Post && l.Conversion != "" && s.tx.Currency != bt.Currency && bt.ExchangeRate.Valid:
 				legs := m.settlement(l, s.tx)
 				s.legs, s.moved = &legs, s.tx
 				for _, leg := range legs {
@@ -155,8 +156,8 @@ func (m *matching) records(ctx context.Context, bts []BalanceTransaction) ([]Ite
 	var groups [][]ledger.Transaction
 	for _, s := range steps {
 		switch {
-		case s.fee != nil:
-			groups = append(groups, []ledger.Transaction{*s.fee})
+		case s.post != nil:
+			groups = append(groups, []ledger.Transaction{*s.post})
 		case s.legs != nil && (m.byRef[s.legs[0].Ref] == nil || m.byRef[s.legs[1].Ref] == nil):
 			groups = append(groups, s.legs[:])
 		}
@@ -178,11 +179,11 @@ func (m *matching) records(ctx context.Context, bts []BalanceTransaction) ([]Ite
 }
 
 // settlement is the ledger's conversion of moved into the settlement
-// currency of the line's record (ledger.NewSettlement, refs
-// stripe:fx:<txn>:<currency>), at the rate the provider reports.
+// currency of the line's record (ledger.NewSettlement, refs the line's
+// Conversion followed by the currency), at the rate the provider reports.
 func (m *matching) settlement(l Line, moved *ledger.Transaction) [2]ledger.Transaction {
 	bt := l.BT
-	legRef := func(currency string) string { return stripe.SettlementRef(bt.ID, currency) }
+	legRef := func(currency string) string { return l.Conversion + currency }
 	presented := ledger.Money{Amount: Effect(*moved), Currency: moved.Currency}
 	return ledger.NewSettlement(legRef, moved.PaymentID, m.postedBy, presented,
 		ledger.Money{Amount: money(l.Amount, bt.Currency), Currency: bt.Currency}, bt.ExchangeRate.Decimal, bt.Created)
@@ -251,13 +252,13 @@ func (m *matching) post(ctx context.Context, groups [][]ledger.Transaction) (map
 func (m *matching) item(s step, created map[string]bool) (Item, error) {
 	l := s.line
 	switch {
-	case s.fee != nil:
+	case s.post != nil:
 		stored := m.byRef[l.Ref]
 		if stored == nil {
-			return Item{}, fmt.Errorf("read fee %s: %w", l.Ref, ledger.ErrNotFound)
+			return Item{}, fmt.Errorf("read posting %s: %w", l.Ref, ledger.ErrNotFound)
 		}
 		it := Compare(l, stored)
-		if (created[l.Ref] || stored.EventID == m.postedBy) && it.Status == StatusMatched {
+		if l.fee() && (created[l.Ref] || stored.EventID == m.postedBy) && it.Status == StatusMatched {
 			it.Status = StatusFeePosted
 		}
 		return it, nil
@@ -265,7 +266,7 @@ func (m *matching) item(s step, created map[string]bool) (Item, error) {
 		return m.settled(s)
 	}
 	it := Compare(l, s.tx)
-	if l.Fee && s.tx != nil && s.tx.EventID == m.postedBy && it.Status == StatusMatched {
+	if l.fee() && s.tx != nil && s.tx.EventID == m.postedBy && it.Status == StatusMatched {
 		it.Status = StatusFeePosted // by an earlier attempt of this run
 	}
 	return it, nil
@@ -314,7 +315,7 @@ func (m *matching) elsewhere(ctx context.Context, pending []ledger.Transaction, 
 	index := func(bts []BalanceTransaction) {
 		for _, bt := range bts {
 			byID[bt.ID] = bt
-			for _, l := range Lines(bt) {
+			for _, l := range m.r.cfg.Provider.Lines(bt) {
 				if _, ok := byLine[l.Ref]; l.Ref != "" && !ok {
 					byLine[l.Ref] = bt
 				}
@@ -332,7 +333,7 @@ func (m *matching) elsewhere(ctx context.Context, pending []ledger.Transaction, 
 		index(bts)
 	}
 	for _, tx := range pending {
-		source, txnID, ok := SourceOfRef(tx.Ref)
+		source, txnID, ok := m.r.cfg.Provider.SourceOfRef(tx.Ref)
 		if !ok {
 			continue
 		}
@@ -343,7 +344,7 @@ func (m *matching) elsewhere(ctx context.Context, pending []ledger.Transaction, 
 		if bt, ok := byID[txnID]; ok && txnID != "" {
 			// The record itself is known: the ref is either one of its
 			// conversion's legs or nothing the provider has.
-			if stripe.IsSettlementRefOf(tx.Ref, bt.ID) {
+			if m.isLegOf(tx.Ref, bt) {
 				found[tx.Ref] = bt
 			}
 			continue
@@ -412,14 +413,25 @@ func (m *matching) atProvider(ctx context.Context, ref, source, txnID string) (B
 		}
 	}
 	for _, bt := range candidates {
-		if stripe.IsSettlementRefOf(ref, bt.ID) {
+		if m.isLegOf(ref, bt) {
 			return bt, true, nil // a leg of the record's conversion
 		}
-		for _, l := range Lines(bt) {
+		for _, l := range m.r.cfg.Provider.Lines(bt) {
 			if l.Ref == ref {
 				return bt, true, nil
 			}
 		}
 	}
 	return BalanceTransaction{}, false, nil
+}
+
+// isLegOf reports whether ref names a leg of the conversion of one of bt's
+// movements.
+func (m *matching) isLegOf(ref string, bt BalanceTransaction) bool {
+	for _, l := range m.r.cfg.Provider.Lines(bt) {
+		if l.Conversion != "" && len(ref) > len(l.Conversion) && strings.HasPrefix(ref, l.Conversion) {
+			return true
+		}
+	}
+	return false
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/csv"
 	"io"
 	"sort"
+	"strconv"
+	"time"
 
 	"github.com/shopspring/decimal"
 
@@ -28,6 +30,9 @@ type Report struct {
 	// TimingDifferences are ledger transactions of the day that the
 	// provider booked on another day.
 	TimingDifferences []TimingDifference `json:"timing_differences"`
+	// Statement is the file a settlement batch's run read; nil for a day's
+	// run, whose statement is the provider's API.
+	Statement *StatementFile `json:"statement,omitempty"`
 }
 
 // Counts are a run's sizes.
@@ -63,7 +68,8 @@ type CategoryTotal struct {
 }
 
 // PayoutSettlement is one payout of the day and what it settled, from the
-// provider's balance transactions filtered by payout.
+// provider's balance transactions filtered by payout; or one payout of a
+// settlement batch and the batch's records in its currency.
 type PayoutSettlement struct {
 	PayoutID      string `json:"payout_id"`
 	ProviderTxnID string `json:"provider_txn_id"`
@@ -192,10 +198,13 @@ func Summarize(items []Item) (map[Status]int, []CurrencyTotals) {
 }
 
 // CSVHeader is the items CSV's header row: the item fields, in this order.
+// Columns are only ever added at the end, so that a reader by position
+// keeps reading the same ones.
 var CSVHeader = []string{
 	"status", "provider_txn_id", "source_id", "ref", "type", "currency",
 	"provider_amount", "provider_fee", "ledger_amount",
 	"presentment_currency", "presentment_amount", "exchange_rate",
+	"id", "run_id", "payment_id", "resolution", "note", "resolved_by", "resolved_at", "adjustment_ref",
 }
 
 // FormatAmount renders an item amount at its currency's scale; "" when
@@ -213,12 +222,24 @@ func (it Item) Record() []string {
 	if ledgerCur == "" {
 		ledgerCur = it.Currency
 	}
-	return []string{
+	rec := []string{
 		string(it.Status), it.ProviderTxnID, it.SourceID, it.Ref, it.Type, it.Currency,
 		FormatAmount(it.ProviderAmount, it.Currency), FormatAmount(it.ProviderFee, it.Currency),
 		FormatAmount(it.LedgerAmount, ledgerCur),
 		it.PresentmentCurrency, FormatAmount(it.PresentmentAmount, it.PresentmentCurrency), rateText(it.ExchangeRate),
+		idText(it.ID), idText(it.RunID), it.PaymentID, "", "", "", "", "",
 	}
+	if r := it.Resolution; r != nil {
+		copy(rec[15:], []string{string(r.Kind), r.Note, r.ResolvedBy, r.ResolvedAt.UTC().Format(time.RFC3339Nano), r.AdjustmentRef})
+	}
+	return rec
+}
+
+func idText(id int64) string {
+	if id == 0 {
+		return ""
+	}
+	return strconv.FormatInt(id, 10)
 }
 
 func rateText(d *decimal.Decimal) string {

@@ -54,7 +54,9 @@ func decodeCursor(prefix, s string) (int64, error) {
 
 // RunFilter selects runs. The zero value selects every run.
 type RunFilter struct {
-	Date time.Time // a UTC day; zero: every day
+	Provider string    // one provider's runs; empty: every provider's
+	Date     time.Time // the runs of a UTC day; zero: every day and batch
+	Batch    int64     // the runs of a settlement batch; zero: every batch and day
 }
 
 // ListRuns returns the runs f selects, newest first (by id: runs are
@@ -65,9 +67,17 @@ type RunFilter struct {
 // It fails with ErrBadCursor.
 func ListRuns(ctx context.Context, q Querier, f RunFilter, cursor string, limit int) (runs []Run, next string, err error) {
 	conds, args := []string{"true"}, []any{}
+	if f.Provider != "" {
+		args = append(args, f.Provider)
+		conds = append(conds, fmt.Sprintf("provider = $%d", len(args)))
+	}
 	if !f.Date.IsZero() {
 		args = append(args, f.Date.Format(DateLayout))
 		conds = append(conds, fmt.Sprintf("date = $%d", len(args)))
+	}
+	if f.Batch != 0 {
+		args = append(args, f.Batch)
+		conds = append(conds, fmt.Sprintf("batch = $%d", len(args)))
 	}
 	if cursor != "" {
 		id, err := decodeCursor("r1", cursor)
@@ -103,24 +113,46 @@ func ListRuns(ctx context.Context, q Querier, f RunFilter, cursor string, limit 
 	return runs, next, nil
 }
 
-// ErrUnknownStatus is returned for an item filter naming no item status.
-var ErrUnknownStatus = errors.New("unknown item status")
+// ErrUnknownStatus is returned for an item filter naming no item status;
+// ErrUnknownState for one naming no item state.
+var (
+	ErrUnknownStatus = errors.New("unknown item status")
+	ErrUnknownState  = errors.New("unknown item state")
+)
+
+// ItemState is where an exception stands: open until finance resolves it.
+type ItemState string
+
+// The item states. Items that are not exceptions (matched, fee_posted)
+// are in neither.
+const (
+	ItemOpen     ItemState = "open"
+	ItemResolved ItemState = "resolved"
+)
+
+// ItemStates lists the item states.
+var ItemStates = []ItemState{ItemOpen, ItemResolved}
 
 // ItemFilter selects a run's items. The zero value selects every item.
 type ItemFilter struct {
-	Status Status // one item status; empty: every status
+	Status Status    // one item status; empty: every status
+	State  ItemState // the open or the resolved exceptions; empty: every item
 }
 
 // ItemsPage returns a run's items that f selects, in report order, limit
 // at a time (DefaultLimit when zero, at most MaxLimit) after cursor (the
 // first page when empty). next is the cursor of the following page, empty
 // at the end. The items of a finished run never change, so the pages of
-// one run always add up to its items.
+// one run always add up to its items; a page of open exceptions may lose
+// one to a resolution made meanwhile, never repeat one.
 //
-// It fails with ErrBadCursor or ErrUnknownStatus.
+// It fails with ErrBadCursor, ErrUnknownStatus or ErrUnknownState.
 func ItemsPage(ctx context.Context, q Querier, runID int64, f ItemFilter, cursor string, limit int) (page []Item, next string, err error) {
 	if f.Status != "" && !slices.Contains(Statuses, f.Status) {
 		return nil, "", fmt.Errorf("%w: %q", ErrUnknownStatus, f.Status)
+	}
+	if f.State != "" && !slices.Contains(ItemStates, f.State) {
+		return nil, "", fmt.Errorf("%w: %q", ErrUnknownState, f.State)
 	}
 	after := int64(-1)
 	if cursor != "" {
@@ -129,7 +161,7 @@ func ItemsPage(ctx context.Context, q Querier, runID int64, f ItemFilter, cursor
 		}
 	}
 	limit = pageLimit(limit)
-	page, positions, err := items(ctx, q, runID, f.Status, int(after), limit+1)
+	page, positions, err := items(ctx, q, runID, f, int(after), limit+1)
 	if err != nil {
 		return nil, "", err
 	}
@@ -145,7 +177,7 @@ func ItemsPage(ctx context.Context, q Querier, runID int64, f ItemFilter, cursor
 // memory. An error from fn stops the walk and is returned.
 func EachItem(ctx context.Context, q Querier, runID int64, fn func(Item) error) error {
 	for after := -1; ; {
-		page, positions, err := items(ctx, q, runID, "", after, MaxLimit)
+		page, positions, err := items(ctx, q, runID, ItemFilter{}, after, MaxLimit)
 		if err != nil {
 			return err
 		}

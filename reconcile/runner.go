@@ -17,17 +17,19 @@ import (
 	"github.com/paygate/paygate/ledger"
 )
 
-// providerName is the inbox's name for the provider reconciled here.
-const providerName = "stripe"
-
 // DefaultRecoveryWait bounds how long a run waits for the events it
 // recovered to be processed before it matches.
 const DefaultRecoveryWait = 2 * time.Minute
 
 // Config configures a Runner.
 type Config struct {
-	Pool     *pgxpool.Pool
+	Pool *pgxpool.Pool
+	// Provider reads the days' statements (Stripe's balance transactions);
+	// nil: runs of days cannot be performed.
 	Provider Provider
+	// Batches reads the settlement batches' statements (Adyen's reports);
+	// nil: runs of batches cannot be performed.
+	Batches Batches
 	// Ingester commits recovered events through the normal ingest path;
 	// nil skips the recovery (the events are still listed and counted).
 	Ingester Ingester
@@ -54,7 +56,10 @@ type Config struct {
 
 // Alert is a finished run that needs finance's attention.
 type Alert struct {
-	RunID  int64
+	RunID int64
+	// Scope is what the run reconciled; Date is its day (zero for a
+	// batch's run).
+	Scope  Scope
 	Date   time.Time
 	Status RunStatus // RunFailed or RunCompleted
 	Error  string    // why it failed
@@ -105,14 +110,30 @@ func New(cfg Config) *Runner {
 // Pool is the database the runner works on.
 func (r *Runner) Pool() *pgxpool.Pool { return r.cfg.Pool }
 
-// RunDay creates a run of day and performs it at once (the CLI). The run is
-// failed when it cannot be performed. It fails with the errors of Perform.
+// DayProvider is the name of the provider whose days this runner
+// reconciles; empty when it has none.
+func (r *Runner) DayProvider() string {
+	if r.cfg.Provider == nil {
+		return ""
+	}
+	return r.cfg.Provider.Name()
+}
+
+// RunDay creates a run of the day provider's day and performs it at once
+// (the CLI). The run is failed when it cannot be performed. It fails with
+// the errors of Perform.
 func (r *Runner) RunDay(ctx context.Context, day time.Time, trigger Trigger, requestedBy string) (Run, error) {
-	run, err := CreateRunTx(ctx, r.cfg.Pool, day, trigger, requestedBy)
+	return r.Run(ctx, DayScope(r.DayProvider(), day), trigger, requestedBy)
+}
+
+// Run creates a run of scope and performs it at once (the CLI). The run is
+// failed when it cannot be performed. It fails with the errors of Perform.
+func (r *Runner) Run(ctx context.Context, scope Scope, trigger Trigger, requestedBy string) (Run, error) {
+	run, err := CreateRunTx(ctx, r.cfg.Pool, scope, trigger, requestedBy)
 	if err != nil {
 		return Run{}, err
 	}
-	r.cfg.Progress(fmt.Sprintf("run %d: reconciling %s", run.ID, day.Format(DateLayout)))
+	r.cfg.Progress(fmt.Sprintf("run %d: reconciling %s", run.ID, scope))
 	done, err := r.Perform(ctx, run.ID)
 	if err != nil {
 		if ferr := r.Fail(context.WithoutCancel(ctx), run.ID, err); ferr != nil {
@@ -140,17 +161,14 @@ func (r *Runner) NoteError(ctx context.Context, runID int64, cause error) error 
 	return noteError(ctx, r.cfg.Pool, runID, cause.Error())
 }
 
-// Perform carries out a running run: it recovers the day's missed events
-// and waits (bounded) for them to be processed, lists the provider's
-// balance transactions of the day, matches them with the ledger, posts the
-// fees the ledger lacks, checks the day's unclaimed ledger transactions
-// against the provider, summarizes the payouts, and stores the items and
-// the report with the run's completion in one transaction.
+// Perform carries out a running run, of a day (performDay) or of a
+// settlement batch (performBatch), and stores the items and the report
+// with the run's completion in one transaction.
 //
-// Performing a run again after a failed attempt is safe: fee postings are
+// Performing a run again after a failed attempt is safe: the postings are
 // idempotent by ref and nothing is stored before the completion. It fails
-// with ErrRunNotFound, ErrRunFinished, errors wrapping ErrProvider, or
-// database errors.
+// with ErrRunNotFound, ErrRunFinished, errors wrapping ErrProvider or
+// ErrCannotRun, or database errors.
 func (r *Runner) Perform(ctx context.Context, runID int64) (Run, error) {
 	run, err := GetRun(ctx, r.cfg.Pool, runID)
 	if err != nil {
@@ -159,6 +177,21 @@ func (r *Runner) Perform(ctx context.Context, runID int64) (Run, error) {
 	if run.Status != RunRunning {
 		return run, fmt.Errorf("run %d is %s: %w", run.ID, run.Status, ErrRunFinished)
 	}
+	if run.Batch != 0 {
+		return r.performBatch(ctx, run)
+	}
+	if r.cfg.Provider == nil || r.cfg.Provider.Name() != run.Provider {
+		return run, fmt.Errorf("%w: this server does not read %s's daily statements", ErrCannotRun, run.Provider)
+	}
+	return r.performDay(ctx, run)
+}
+
+// performDay recovers the day's missed events and waits (bounded) for them
+// to be processed, lists the provider's balance transactions of the day,
+// matches them with the ledger, posts the fees the ledger lacks, checks
+// the day's unclaimed ledger transactions against the provider, and
+// summarizes the payouts.
+func (r *Runner) performDay(ctx context.Context, run Run) (Run, error) {
 	from, to := run.Date, run.Date.AddDate(0, 0, 1)
 	day := run.Date.Format(DateLayout)
 
@@ -182,7 +215,11 @@ func (r *Runner) Perform(ctx context.Context, runID int64) (Run, error) {
 		return run, err
 	}
 	m := newMatching(r, run.ID, ledgerDay)
-	items, err := m.records(ctx, bts)
+	lines := make([][]Line, len(bts))
+	for i, bt := range bts {
+		lines[i] = LinesOf(bt, r.cfg.Provider.Lines(bt))
+	}
+	items, err := m.records(ctx, lines)
 	if err != nil {
 		return run, err
 	}
@@ -191,7 +228,7 @@ func (r *Runner) Perform(ctx context.Context, runID int64) (Run, error) {
 	var pending []ledger.Transaction
 	compared := 0
 	for _, tx := range ledgerDay {
-		if !Compared(tx) {
+		if !r.cfg.Provider.Owns(tx.Ref) {
 			continue
 		}
 		compared++
@@ -304,7 +341,7 @@ func (r *Runner) recoverEvents(ctx context.Context, from, to time.Time) (Recover
 	}
 	keys := make([]inbox.Key, len(events))
 	for i, ev := range events {
-		keys[i] = inbox.Key{Provider: providerName, EventID: ev.ID}
+		keys[i] = inbox.Key{Provider: r.cfg.Provider.Name(), EventID: ev.ID}
 	}
 	known, err := r.statuses(ctx, keys)
 	if err != nil {
@@ -329,7 +366,7 @@ func (r *Runner) recoverEvents(ctx context.Context, from, to time.Time) (Recover
 	r.cfg.Progress(fmt.Sprintf("recovered %d missed events; waiting for them to be processed", rec.Recovered))
 	pending := make([]inbox.Key, len(rec.EventIDs))
 	for i, id := range rec.EventIDs {
-		pending[i] = inbox.Key{Provider: providerName, EventID: id}
+		pending[i] = inbox.Key{Provider: r.cfg.Provider.Name(), EventID: id}
 	}
 	deadline := time.Now().Add(max(r.cfg.RecoveryWait, 0))
 	for {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -170,10 +171,14 @@ func TestScriptedDayProducesEveryStatus(t *testing.T) {
 
 	cap1 := find(t, items, byRef("stripe:charge:"+p1.ChargeID+":capture"))
 	require.Equal(t, []string{"matched", p1.BalanceTransactionID, p1.ChargeID, "stripe:charge:" + p1.ChargeID + ":capture",
-		"charge", "usd", "100.00", "3.20", "100.00", "", "", ""}, cap1.Record())
+		"charge", "usd", "100.00", "3.20", "100.00", "", "", ""}, cap1.Record()[:12])
+	require.Equal(t, []string{strconv.FormatInt(run.ID, 10), p1.ID, "", "", "", "", ""}, cap1.Record()[13:],
+		"stored with its run, tied to its payment, open")
+	require.NotZero(t, cap1.ID)
 	fee1 := find(t, items, byRef("stripe:fee:"+p1.BalanceTransactionID))
 	require.Equal(t, []string{"fee_posted", p1.BalanceTransactionID, p1.ChargeID, "stripe:fee:" + p1.BalanceTransactionID,
-		"fee", "usd", "-3.20", "", "-3.20", "", "", ""}, fee1.Record())
+		"fee", "usd", "-3.20", "", "-3.20", "", "", ""}, fee1.Record()[:12])
+	require.Equal(t, p1.ID, fee1.PaymentID, "the fee posted by the run is the payment's too")
 	require.Equal(t, []string{"matched", "-20.00", "-20.00"}, pick(find(t, items, byRef("stripe:refund:"+r2.ID)).Record(), 0, 6, 8))
 	require.Equal(t, []string{"matched", "30.00", "30.00"}, pick(find(t, items, byRef("stripe:refund:"+r4.ID+":reversal")).Record(), 0, 6, 8))
 	require.Equal(t, []string{"matched", "-70.00", "15.00", "-70.00"}, pick(find(t, items, byRef("stripe:dispute:"+dp.ID+":withdrawal")).Record(), 0, 6, 7, 8))
@@ -465,17 +470,17 @@ func TestScheduledRunIsOncePerDay(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	ctx := context.Background()
-	first, created, err := reconcile.ScheduledRun(ctx, b.world.Pool, day)
+	first, created, err := reconcile.ScheduledRun(ctx, b.world.Pool, reconcile.DayScope(striperef.Name, day))
 	require.NoError(t, err)
 	require.True(t, created)
-	second, created, err := reconcile.ScheduledRun(ctx, b.world.Pool, day)
+	second, created, err := reconcile.ScheduledRun(ctx, b.world.Pool, reconcile.DayScope(striperef.Name, day))
 	require.NoError(t, err)
 	require.False(t, created)
 	require.Equal(t, first.ID, second.ID)
 	// On-demand runs of the same day are not limited.
-	_, err = reconcile.CreateRunTx(ctx, b.world.Pool, day, reconcile.TriggerAPI, "token:x")
+	_, err = reconcile.CreateRunTx(ctx, b.world.Pool, reconcile.DayScope(striperef.Name, day), reconcile.TriggerAPI, "token:x")
 	require.NoError(t, err)
-	_, created, err = reconcile.ScheduledRun(ctx, b.world.Pool, day.AddDate(0, 0, -1))
+	_, created, err = reconcile.ScheduledRun(ctx, b.world.Pool, reconcile.DayScope(striperef.Name, day.AddDate(0, 0, -1)))
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, 2, b.world.Count(t, `SELECT count(*) FROM reconciliation_runs WHERE trigger = 'scheduled'`))
@@ -509,7 +514,7 @@ func TestRetriedAttemptKeepsItsFees(t *testing.T) {
 	runner := reconcile.New(reconcile.Config{Pool: b.world.Pool, Provider: &flakyPayouts{Provider: inner}})
 
 	ctx := context.Background()
-	run, err := reconcile.CreateRunTx(ctx, b.world.Pool, day, reconcile.TriggerAPI, "test")
+	run, err := reconcile.CreateRunTx(ctx, b.world.Pool, reconcile.DayScope(striperef.Name, day), reconcile.TriggerAPI, "test")
 	require.NoError(t, err)
 	_, err = runner.Perform(ctx, run.ID)
 	require.ErrorIs(t, err, reconcile.ErrProvider)

@@ -35,7 +35,11 @@ func WriteRunText(ctx context.Context, q Querier, w io.Writer, run Run) error {
 // writeText writes the summary with the items each walks.
 func writeText(w io.Writer, run Run, each func(func(Item) error) error) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Reconciliation run %d of %s (UTC): %s\n", run.ID, run.Date.Format(DateLayout), run.Status)
+	if run.Batch != 0 {
+		fmt.Fprintf(&b, "Reconciliation run %d of %s settlement batch %d: %s\n", run.ID, run.Provider, run.Batch, run.Status)
+	} else {
+		fmt.Fprintf(&b, "Reconciliation run %d of %s (UTC): %s\n", run.ID, run.Date.Format(DateLayout), run.Status)
+	}
 	fmt.Fprintf(&b, "  started %s", run.StartedAt.UTC().Format(time.RFC3339))
 	if run.FinishedAt != nil {
 		fmt.Fprintf(&b, ", finished %s", run.FinishedAt.UTC().Format(time.RFC3339))
@@ -49,8 +53,16 @@ func writeText(w io.Writer, run Run, each func(func(Item) error) error) error {
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
-	fmt.Fprintf(&b, "  %d provider balance transactions, %d ledger transactions of the day, %d items\n",
-		r.Counts.ProviderTransactions, r.Counts.LedgerTransactions, r.Counts.Items)
+	if run.Batch != 0 {
+		fmt.Fprintf(&b, "  %d records of the batch's report, %d ledger transactions matched, %d items\n",
+			r.Counts.ProviderTransactions, r.Counts.LedgerTransactions, r.Counts.Items)
+	} else {
+		fmt.Fprintf(&b, "  %d provider balance transactions, %d ledger transactions of the day, %d items\n",
+			r.Counts.ProviderTransactions, r.Counts.LedgerTransactions, r.Counts.Items)
+	}
+	if f := r.Statement; f != nil {
+		fmt.Fprintf(&b, "  report %s, %d bytes, sha256 %s\n", f.FileName, f.Size, f.SHA256)
+	}
 
 	b.WriteString("\nItems by status\n")
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
@@ -59,13 +71,15 @@ func writeText(w io.Writer, run Run, each func(func(Item) error) error) error {
 	}
 	tw.Flush()
 
-	fmt.Fprintf(&b, "\nRecovered events: %d of %d listed by the provider", r.Recovery.Recovered, r.Recovery.Listed)
-	if r.Recovery.Recovered > 0 {
-		fmt.Fprintf(&b, " (%d processed before matching, %d still pending)", r.Recovery.Settled, r.Recovery.Pending)
-	}
-	b.WriteString("\n")
-	for _, id := range r.Recovery.EventIDs {
-		fmt.Fprintf(&b, "  %s\n", id)
+	if run.Batch == 0 {
+		fmt.Fprintf(&b, "\nRecovered events: %d of %d listed by the provider", r.Recovery.Recovered, r.Recovery.Listed)
+		if r.Recovery.Recovered > 0 {
+			fmt.Fprintf(&b, " (%d processed before matching, %d still pending)", r.Recovery.Settled, r.Recovery.Pending)
+		}
+		b.WriteString("\n")
+		for _, id := range r.Recovery.EventIDs {
+			fmt.Fprintf(&b, "  %s\n", id)
+		}
 	}
 
 	if len(r.Currencies) > 0 {

@@ -4,17 +4,30 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/paygate/paygate/provider"
 )
 
-// Unavailable is a Provider whose every call fails with err (wrapped in
-// ErrProvider): what a server without PAYGATE_STRIPE_API_KEY reconciles
-// with, so that a requested run fails with the reason instead of the server
-// refusing to start.
-func Unavailable(err error) Provider { return unavailable{err} }
+// Unavailable is a Provider named name whose every API call fails with err
+// (wrapped in ErrProvider): what a server without the provider's API key
+// reconciles with, so that a requested run fails with the reason instead
+// of the server refusing to start. Its records map to nothing.
+func Unavailable(name string, err error) Provider { return unavailable{name: name, err: err} }
 
-type unavailable struct{ err error }
+type unavailable struct {
+	name string
+	err  error
+}
 
 func (u unavailable) fail() error { return fmt.Errorf("%w: %w", ErrProvider, u.err) }
+
+func (u unavailable) Name() string { return u.name }
+
+func (u unavailable) Lines(BalanceTransaction) []provider.StatementLine { return nil }
+
+func (u unavailable) Owns(string) bool { return false }
+
+func (u unavailable) SourceOfRef(string) (string, string, bool) { return "", "", false }
 
 func (u unavailable) BalanceTransactions(context.Context, time.Time, time.Time) ([]BalanceTransaction, error) {
 	return nil, u.fail()

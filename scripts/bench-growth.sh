@@ -16,9 +16,14 @@
 #      server, pgbench anchors included): one on paygate_bench as it is
 #      (BENCH_DATABASE_KEEP=1) and one on paygate_bench_empty, recreated for
 #      each run, the order swapped from pair to pair;
-#   4. after each run starts one `paygate serve` on that database and times
-#      GET /v1/ops/stats and GET /metrics (GROWTH_CALLS calls each, curl's
-#      time_total), and a few other reads five times each (reads.txt);
+#   4. after each run brings the ledger's balance snapshot up to a minute
+#      ago (`paygate ledger snapshots`, what serve does every 10 minutes;
+#      snapshots.txt), starts one `paygate serve` on that database
+#      and times GET /v1/ops/stats, GET /metrics and GET
+#      /v1/ledger/trial-balance?as_of= at three instants (now, the middle of
+#      a day half a year back, the last instant of last month; as-of.txt)
+#      (GROWTH_CALLS calls each, curl's time_total), and a few other reads
+#      five times each (reads.txt);
 #
 # and prints one table: each level's mean ingest and end-to-end events/s, as
 # a ratio to the mean of the empty runs it alternated with (level 0: all the
@@ -26,7 +31,8 @@
 # size and what a run cost the server (blocks read from outside
 # shared_buffers, WAL full-page images, checkpoints), with the targets (at
 # the last level: rates no more than 10 % below the empty database's,
-# /v1/ops/stats median under 50 ms).
+# /v1/ops/stats median under 50 ms, the slowest as_of median under 100
+# ms).
 #
 # Knobs (environment):
 #   GROWTH_LEVELS (0,100000)   events held at each level, ascending; the
@@ -125,7 +131,8 @@ fill() {
 # run LEVEL KIND N: one measurement, of paygate_bench as it is (KIND full)
 # or of paygate_bench_empty made anew (KIND empty), into level-LEVEL/KIND-N/,
 # whose row.txt holds: held ingest/s e2e/s pgbench1 ops-stats-median
-# ops-stats-max metrics-median metrics-max size.
+# ops-stats-max metrics-median metrics-max size as-of-median as-of-max (the
+# slowest instant's).
 run() {
   local level="$1" kind="$2" n="$3" dir="$out/level-$1/$2-$3" rurl name keep
   local held size p lv ingest e2e pg1 stats_med stats_max metrics_med metrics_max
@@ -149,6 +156,10 @@ run() {
   sed -n '/^anchors/,/^targets/p' "$dir/report.txt" | sed '$d' >&2
   held=$("$psql" "$rurl" -tAc "SELECT coalesce(sum(n), 0) FROM inbox_status_counts")
   size=$("$psql" "$rurl" -tAc "SELECT pg_database_size(current_database())")
+  # The balance snapshot as serve keeps it: the days the fill's and the
+  # run's postings marked are made again, up to a minute ago.
+  DATABASE_URL="$rurl" "$out/paygate" ledger snapshots >"$dir/snapshots.txt" 2>&1 ||
+    { cat "$dir/snapshots.txt" >&2; say "level $level: ledger snapshots failed"; exit 1; }
 
   p=18180
   while ! port_free "$p"; do p=$((p + 1)); done
@@ -163,6 +174,20 @@ run() {
   curl -fsS -H "Authorization: Bearer $token" "http://127.0.0.1:$p/v1/ops/stats" >"$dir/stats.json"
   read -r stats_med stats_max < <(time_calls "http://127.0.0.1:$p/v1/ops/stats" "$dir/ops-stats-ms.txt")
   read -r metrics_med metrics_max < <(time_calls "http://127.0.0.1:$p/metrics" "$dir/metrics-ms.txt")
+  # The trial balance as of an instant: now (the entries since the
+  # snapshot's newest cut, a minute before its refresh), the middle of a
+  # day half a year back, the last instant of last month; the row keeps the
+  # slowest median and maximum.
+  local when m x asof_med=0 asof_max=0
+  : >"$dir/as-of.txt"
+  for when in "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(date -u -d '-183 days' +%Y-%m-%dT13:37:00Z)" \
+    "$(date -u -d "$(date -u +%Y-%m-01) -1 second" +%Y-%m-%dT%H:%M:%SZ)"; do
+    read -r m x < <(time_calls "http://127.0.0.1:$p/v1/ledger/trial-balance?as_of=$when" "$dir/as-of-ms.tmp")
+    echo "$when $m $x" >>"$dir/as-of.txt"
+    asof_med=$(awk -v a="$asof_med" -v b="$m" 'BEGIN { print (b > a ? b : a) }')
+    asof_max=$(awk -v a="$asof_max" -v b="$x" 'BEGIN { print (b > a ? b : a) }')
+  done
+  rm -f "$dir/as-of-ms.tmp"
   # The other reads an operator makes, for what grows with the data (not
   # in the table): a filled event, payment and its ledger, the lists'
   # first pages, the trial balance.
@@ -185,8 +210,11 @@ run() {
   e2e=$(jq -r 'if .e2e_seconds > 0 then (if .stored > 0 then .stored else .events end) / .e2e_seconds else 0 end' <<<"$lv")
   pg1=$(cat "$dir"/pgbench-single-*.log 2>/dev/null | sed -nE 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' |
     awk '{ s += $1; n++ } END { if (n) printf "%.0f", s / n; else print 0 }')
-  echo "$held $ingest $e2e $pg1 $stats_med $stats_max $metrics_med $metrics_max $size" >"$dir/row.txt"
-  say "level $level, $kind run $n: $held events held, ingest $(printf '%.0f' "$ingest")/s, end to end $(printf '%.0f' "$e2e")/s, pgbench single $pg1, ops/stats median ${stats_med} ms (max ${stats_max}), $(numfmt --to=iec "$size"); other reads (path, median and max of 5, ms):"
+  echo "$held $ingest $e2e $pg1 $stats_med $stats_max $metrics_med $metrics_max $size $asof_med $asof_max" >"$dir/row.txt"
+  say "level $level, $kind run $n: $held events held, ingest $(printf '%.0f' "$ingest")/s, end to end $(printf '%.0f' "$e2e")/s, pgbench single $pg1, ops/stats median ${stats_med} ms (max ${stats_max}), $(numfmt --to=iec "$size"); $(cat "$dir/snapshots.txt")"
+  say "trial balance as of (instant, median and max of $calls, ms):"
+  cat "$dir/as-of.txt" >&2
+  say "other reads (path, median and max of 5, ms):"
   cat "$dir/reads.txt" >&2
 }
 
@@ -208,12 +236,13 @@ ratio() { awk -v a="$1" -v b="$2" -v p="${3:-2}" 'BEGIN { printf "%.*f", p, (b >
 verdict() { if awk "BEGIN { exit !($1) }"; then echo met; else echo "NOT met"; fi; }
 
 # agg FILE…: the runs' rows as one: the most events held, mean ingest, e2e
-# and pgbench1, the highest ops/stats and metrics medians and maxima, the
-# largest size.
+# and pgbench1, the highest ops/stats, metrics and as_of medians and
+# maxima, the largest size.
 agg() {
   cat "$@" | awk '{ if ($1 > h) h = $1; i += $2; e += $3; g += $4; n++
-      if ($5 > sm) sm = $5; if ($6 > sx) sx = $6; if ($7 > mm) mm = $7; if ($8 > mx) mx = $8; if ($9 > z) z = $9 }
-    END { printf "%d %.1f %.1f %.1f %.1f %.1f %.1f %.1f %d\n", h, i / n, e / n, g / n, sm, sx, mm, mx, z }'
+      if ($5 > sm) sm = $5; if ($6 > sx) sx = $6; if ($7 > mm) mm = $7; if ($8 > mx) mx = $8; if ($9 > z) z = $9
+      if ($10 > am) am = $10; if ($11 > ax) ax = $11 }
+    END { printf "%d %.1f %.1f %.1f %.1f %.1f %.1f %.1f %d %.1f %.1f\n", h, i / n, e / n, g / n, sm, sx, mm, mx, z, am, ax }'
 }
 
 # pair_ratios LEVEL COLUMN: each pair's full/empty ratio of COLUMN (2 ingest, 3 e2e).
@@ -243,12 +272,12 @@ io_mean() {
 # turn. The ÷pg1 columns divide each mean first by its runs' pgbench single
 # (which moves with whatever else the machine runs).
 table() {
-  local level row base held ingest e2e pg1 smed smax mmed mmax size bi be bp vs last=()
+  local level row base held ingest e2e pg1 smed smax mmed mmax size amed amax bi be bp vs last=()
   echo "paygate make bench-growth, $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'), wrk at $conns connections, $pairs pairs a level"
   echo "machine: nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg), PostgreSQL $("$psql" "$url" -tAc "SHOW server_version")"
   echo
   if ((pairs > 0)); then vs="vs empty"; else vs="vs ${levels[0]}"; fi
-  printf '%-9s %-9s %9s %8s %6s %8s %8s %6s %8s %19s %19s %6s\n' level held "ingest/s" "$vs" "÷pg1" "e2e/s" "$vs" "÷pg1" "pgbench1" "ops/stats ms" "metrics ms" size
+  printf '%-9s %-9s %9s %8s %6s %8s %8s %6s %8s %19s %19s %19s %6s\n' level held "ingest/s" "$vs" "÷pg1" "e2e/s" "$vs" "÷pg1" "pgbench1" "ops/stats ms" "metrics ms" "as_of ms" size
   ((pairs > 0)) || base=$(cat "$out/level-${levels[0]}/full-1/row.txt")
   for level in "${levels[@]}"; do
     if ((pairs == 0)); then
@@ -260,18 +289,19 @@ table() {
       row=$(agg "$out/level-$level"/full-*/row.txt)
       base=$(agg "$out/level-$level"/empty-*/row.txt)
     fi
-    read -r held ingest e2e pg1 smed smax mmed mmax size <<<"$row"
+    read -r held ingest e2e pg1 smed smax mmed mmax size amed amax <<<"$row"
     read -r _ bi be bp _ <<<"$base"
-    printf '%-9s %-9s %9.0f %8s %6s %8.0f %8s %6s %8.0f %19s %19s %6s\n' "$level" "$held" \
+    printf '%-9s %-9s %9.0f %8s %6s %8.0f %8s %6s %8.0f %19s %19s %19s %6s\n' "$level" "$held" \
       "$ingest" "$(ratio "$ingest" "$bi")" "$(ratio "$(ratio "$ingest" "$pg1" 6)" "$(ratio "$bi" "$bp" 6)")" \
       "$e2e" "$(ratio "$e2e" "$be")" "$(ratio "$(ratio "$e2e" "$pg1" 6)" "$(ratio "$be" "$bp" 6)")" \
-      "$pg1" "$smed (max $smax)" "$mmed (max $mmax)" "$(numfmt --to=iec "$size")"
-    last=("$level" "$ingest" "$e2e" "$smed" "$bi" "$be")
+      "$pg1" "$smed (max $smax)" "$mmed (max $mmax)" "${amed:-?} (max ${amax:-?})" "$(numfmt --to=iec "$size")"
+    last=("$level" "$ingest" "$e2e" "$smed" "$bi" "$be" "${amed:-0}")
   done
   if ((pairs > 0)); then
     echo "(vs empty: the level's mean over the mean of the empty runs it alternated with, $pairs pairs; level 0:"
     echo " the mean of every empty run; ÷pg1: the same, each mean first divided by its runs' one-event pgbench"
-    echo " tps, pgbench1; ops/stats and metrics: the highest median and maximum of the runs' $calls calls, ms)"
+    echo " tps, pgbench1; ops/stats, metrics and as_of (the slowest of its three instants): the highest median"
+    echo " and maximum of the runs' $calls calls, ms)"
     for level in "${levels[@]}"; do
       ((level > 0)) || continue
       echo "level $level, each pair full/empty: ingest $(pair_ratios "$level" 2); end to end $(pair_ratios "$level" 3)"
@@ -281,14 +311,16 @@ table() {
     vs="the empty database's"
   else
     echo "(vs: the rate over the first level's; ÷pg1: the same, each rate first divided by its run's one-event"
-    echo " pgbench tps, pgbench1; ops/stats and metrics: median and max of $calls calls, ms)"
+    echo " pgbench tps, pgbench1; ops/stats, metrics and as_of (the slowest of its three instants): median and"
+    echo " max of $calls calls, ms)"
     vs="level ${levels[0]}'s"
   fi
   echo
-  read -r level ingest e2e smed bi be <<<"${last[*]}"
+  read -r level ingest e2e smed bi be amed <<<"${last[*]}"
   echo "at $level events: ingest ≥ 0.90× $vs: $(verdict "$ingest >= 0.9 * $bi")"
   echo "at $level events: end to end ≥ 0.90× $vs: $(verdict "$e2e >= 0.9 * $be")"
   echo "at $level events: /v1/ops/stats median < 50 ms: $(verdict "$smed < 50")"
+  echo "at $level events: /v1/ledger/trial-balance?as_of= median < 100 ms: $(verdict "$amed < 100")"
 }
 
 if [[ "${GROWTH_TABLE:-}" != 1 ]]; then

@@ -20,12 +20,13 @@ import (
 
 // Defines values for AuditEntryAction.
 const (
-	AuditEntryActionBulkReplay    AuditEntryAction = "bulk_replay"
-	AuditEntryActionDiscard       AuditEntryAction = "discard"
-	AuditEntryActionRefundFailed  AuditEntryAction = "refund_failed"
-	AuditEntryActionRefundRequest AuditEntryAction = "refund_request"
-	AuditEntryActionReplay        AuditEntryAction = "replay"
-	AuditEntryActionSweep         AuditEntryAction = "sweep"
+	AuditEntryActionBulkReplay            AuditEntryAction = "bulk_replay"
+	AuditEntryActionDiscard               AuditEntryAction = "discard"
+	AuditEntryActionReconciliationResolve AuditEntryAction = "reconciliation_resolve"
+	AuditEntryActionRefundFailed          AuditEntryAction = "refund_failed"
+	AuditEntryActionRefundRequest         AuditEntryAction = "refund_request"
+	AuditEntryActionReplay                AuditEntryAction = "replay"
+	AuditEntryActionSweep                 AuditEntryAction = "sweep"
 )
 
 // Valid indicates whether the value is a known member of the AuditEntryAction enum.
@@ -34,6 +35,8 @@ func (e AuditEntryAction) Valid() bool {
 	case AuditEntryActionBulkReplay:
 		return true
 	case AuditEntryActionDiscard:
+		return true
+	case AuditEntryActionReconciliationResolve:
 		return true
 	case AuditEntryActionRefundFailed:
 		return true
@@ -158,13 +161,15 @@ func (e EventStatus) Valid() bool {
 
 // Defines values for LedgerEntryAccount.
 const (
-	Bank             LedgerEntryAccount = "bank"
-	DisputeLosses    LedgerEntryAccount = "dispute_losses"
-	Fees             LedgerEntryAccount = "fees"
-	PayoutsInTransit LedgerEntryAccount = "payouts_in_transit"
-	ProviderBalance  LedgerEntryAccount = "provider_balance"
-	Refunds          LedgerEntryAccount = "refunds"
-	Sales            LedgerEntryAccount = "sales"
+	Bank                      LedgerEntryAccount = "bank"
+	DisputeLosses             LedgerEntryAccount = "dispute_losses"
+	Fees                      LedgerEntryAccount = "fees"
+	FxClearing                LedgerEntryAccount = "fx_clearing"
+	PayoutsInTransit          LedgerEntryAccount = "payouts_in_transit"
+	ProviderBalance           LedgerEntryAccount = "provider_balance"
+	ReconciliationAdjustments LedgerEntryAccount = "reconciliation_adjustments"
+	Refunds                   LedgerEntryAccount = "refunds"
+	Sales                     LedgerEntryAccount = "sales"
 )
 
 // Valid indicates whether the value is a known member of the LedgerEntryAccount enum.
@@ -176,13 +181,35 @@ func (e LedgerEntryAccount) Valid() bool {
 		return true
 	case Fees:
 		return true
+	case FxClearing:
+		return true
 	case PayoutsInTransit:
 		return true
 	case ProviderBalance:
 		return true
+	case ReconciliationAdjustments:
+		return true
 	case Refunds:
 		return true
 	case Sales:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LedgerPeriodStatus.
+const (
+	LedgerPeriodStatusClosed LedgerPeriodStatus = "closed"
+	LedgerPeriodStatusOpen   LedgerPeriodStatus = "open"
+)
+
+// Valid indicates whether the value is a known member of the LedgerPeriodStatus enum.
+func (e LedgerPeriodStatus) Valid() bool {
+	switch e {
+	case LedgerPeriodStatusClosed:
+		return true
+	case LedgerPeriodStatusOpen:
 		return true
 	default:
 		return false
@@ -378,6 +405,27 @@ func (e PaymentStatus) Valid() bool {
 	}
 }
 
+// Defines values for ReconciliationResolution.
+const (
+	MatchedManually ReconciliationResolution = "matched_manually"
+	ProviderError   ReconciliationResolution = "provider_error"
+	WriteOff        ReconciliationResolution = "write_off"
+)
+
+// Valid indicates whether the value is a known member of the ReconciliationResolution enum.
+func (e ReconciliationResolution) Valid() bool {
+	switch e {
+	case MatchedManually:
+		return true
+	case ProviderError:
+		return true
+	case WriteOff:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReconciliationRunStatus.
 const (
 	ReconciliationRunStatusCompleted ReconciliationRunStatus = "completed"
@@ -537,6 +585,66 @@ func (e WebhookResponseReceived) Valid() bool {
 	}
 }
 
+// Defines values for GetLedgerJournalParamsFormat.
+const (
+	GetLedgerJournalParamsFormatGeneric    GetLedgerJournalParamsFormat = "generic"
+	GetLedgerJournalParamsFormatQuickbooks GetLedgerJournalParamsFormat = "quickbooks"
+	GetLedgerJournalParamsFormatXero       GetLedgerJournalParamsFormat = "xero"
+)
+
+// Valid indicates whether the value is a known member of the GetLedgerJournalParamsFormat enum.
+func (e GetLedgerJournalParamsFormat) Valid() bool {
+	switch e {
+	case GetLedgerJournalParamsFormatGeneric:
+		return true
+	case GetLedgerJournalParamsFormatQuickbooks:
+		return true
+	case GetLedgerJournalParamsFormatXero:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetLedgerJournalParamsGranularity.
+const (
+	Day         GetLedgerJournalParamsGranularity = "day"
+	Transaction GetLedgerJournalParamsGranularity = "transaction"
+)
+
+// Valid indicates whether the value is a known member of the GetLedgerJournalParamsGranularity enum.
+func (e GetLedgerJournalParamsGranularity) Valid() bool {
+	switch e {
+	case Day:
+		return true
+	case Transaction:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetLedgerPeriodJournalParamsFormat.
+const (
+	GetLedgerPeriodJournalParamsFormatGeneric    GetLedgerPeriodJournalParamsFormat = "generic"
+	GetLedgerPeriodJournalParamsFormatQuickbooks GetLedgerPeriodJournalParamsFormat = "quickbooks"
+	GetLedgerPeriodJournalParamsFormatXero       GetLedgerPeriodJournalParamsFormat = "xero"
+)
+
+// Valid indicates whether the value is a known member of the GetLedgerPeriodJournalParamsFormat enum.
+func (e GetLedgerPeriodJournalParamsFormat) Valid() bool {
+	switch e {
+	case GetLedgerPeriodJournalParamsFormatGeneric:
+		return true
+	case GetLedgerPeriodJournalParamsFormatQuickbooks:
+		return true
+	case GetLedgerPeriodJournalParamsFormatXero:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListReconciliationItemsParamsStatus.
 const (
 	AmountMismatch    ListReconciliationItemsParamsStatus = "amount_mismatch"
@@ -567,6 +675,24 @@ func (e ListReconciliationItemsParamsStatus) Valid() bool {
 	}
 }
 
+// Defines values for ListReconciliationItemsParamsState.
+const (
+	ListReconciliationItemsParamsStateOpen     ListReconciliationItemsParamsState = "open"
+	ListReconciliationItemsParamsStateResolved ListReconciliationItemsParamsState = "resolved"
+)
+
+// Valid indicates whether the value is a known member of the ListReconciliationItemsParamsState enum.
+func (e ListReconciliationItemsParamsState) Valid() bool {
+	switch e {
+	case ListReconciliationItemsParamsStateOpen:
+		return true
+	case ListReconciliationItemsParamsStateResolved:
+		return true
+	default:
+		return false
+	}
+}
+
 // AttemptError defines model for AttemptError.
 type AttemptError struct {
 	At      time.Time `json:"at"`
@@ -579,7 +705,7 @@ type AttemptError struct {
 
 // AuditEntry defines model for AuditEntry.
 type AuditEntry struct {
-	// Action a replay by filter records one bulk_replay entry per event; the sweeper one sweep entry per event it re-enqueued; refund_request and refund_failed name the refund request (rr_…) in event_id
+	// Action a replay by filter records one bulk_replay entry per event; the sweeper one sweep entry per event it re-enqueued; refund_request and refund_failed name the refund request (rr_…) in event_id; reconciliation_resolve names the reconciliation item's id in event_id and its run's provider in provider, its reason the resolution, the item, a write-off's amount and ledger ref, and finance's note
 	Action AuditEntryAction `json:"action"`
 
 	// Actor the caller's token identity (token:<hash prefix>), cli:<OS user>, sweeper; for a failed refund, paygate (refused, or past the key window) or provider (reported failed)
@@ -592,7 +718,7 @@ type AuditEntry struct {
 	Reason         *string   `json:"reason"`
 }
 
-// AuditEntryAction a replay by filter records one bulk_replay entry per event; the sweeper one sweep entry per event it re-enqueued; refund_request and refund_failed name the refund request (rr_…) in event_id
+// AuditEntryAction a replay by filter records one bulk_replay entry per event; the sweeper one sweep entry per event it re-enqueued; refund_request and refund_failed name the refund request (rr_…) in event_id; reconciliation_resolve names the reconciliation item's id in event_id and its run's provider in provider, its reason the resolution, the item, a write-off's amount and ledger ref, and finance's note
 type AuditEntryAction string
 
 // AuditPage defines model for AuditPage.
@@ -859,6 +985,36 @@ type LedgerEntry struct {
 // LedgerEntryAccount defines model for LedgerEntry.Account.
 type LedgerEntryAccount string
 
+// LedgerPeriod defines model for LedgerPeriod.
+type LedgerPeriod struct {
+	// Closable open, ended, and the next to close
+	Closable bool       `json:"closable"`
+	ClosedAt *time.Time `json:"closed_at"`
+
+	// ClosedBy who closed it: the finance token's name
+	ClosedBy *string `json:"closed_by"`
+
+	// Digest lowercase hex SHA-256 of the closed trial balance's canonical rendering (see closeLedgerPeriod)
+	Digest *string `json:"digest"`
+
+	// EndsAt the first instant after the period
+	EndsAt time.Time `json:"ends_at"`
+
+	// Period a UTC calendar month, YYYY-MM
+	Period       string             `json:"period"`
+	StartsAt     time.Time          `json:"starts_at"`
+	Status       LedgerPeriodStatus `json:"status"`
+	TrialBalance *TrialBalance      `json:"trial_balance,omitempty"`
+}
+
+// LedgerPeriodStatus defines model for LedgerPeriod.Status.
+type LedgerPeriodStatus string
+
+// LedgerPeriodList defines model for LedgerPeriodList.
+type LedgerPeriodList struct {
+	Periods []LedgerPeriod `json:"periods"`
+}
+
 // LedgerTransaction defines model for LedgerTransaction.
 type LedgerTransaction struct {
 	// Currency lowercase ISO 4217 code, as Stripe sends it
@@ -868,8 +1024,13 @@ type LedgerTransaction struct {
 	// ExchangeRate Stripe's rate, on the two legs of a conversion into the settlement currency (refs stripe:fx:…); absent elsewhere
 	ExchangeRate *string               `json:"exchange_rate,omitempty"`
 	Kind         LedgerTransactionKind `json:"kind"`
-	OccurredAt   time.Time             `json:"occurred_at"`
-	Ref          string                `json:"ref"`
+
+	// OccurredAt when the money moved; the same whatever order the provider's reports arrived in
+	OccurredAt time.Time `json:"occurred_at"`
+
+	// PostedAt when the transaction counts in the books: occurred_at, or the first instant of the first open period when occurred_at fell in a period already closed when it was posted
+	PostedAt time.Time `json:"posted_at"`
+	Ref      string    `json:"ref"`
 }
 
 // LedgerTransactionKind defines model for LedgerTransaction.Kind.
@@ -1106,14 +1267,32 @@ type ReconciliationCurrencyTotals struct {
 	Total ReconciliationCategoryTotal `json:"total"`
 }
 
-// ReconciliationItem defines model for ReconciliationItem.
+// ReconciliationExceptionCounts the run's exceptions (every item neither matched nor fee_posted): still open, and resolved
+type ReconciliationExceptionCounts struct {
+	Open     int `json:"open"`
+	Resolved int `json:"resolved"`
+}
+
+// ReconciliationItem One line of a run. The CSV has the same columns, in the order status, provider_txn_id, source_id, ref, type, currency, provider_amount, provider_fee, ledger_amount, presentment_currency, presentment_amount, exchange_rate, id, run_id, payment_id, resolution, note, resolved_by, resolved_at, adjustment_ref.
 type ReconciliationItem struct {
+	// AdjustmentRef the ledger ref of a write-off's adjustment (kind adjustment, against reconciliation_adjustments); null when the resolution moved no money
+	AdjustmentRef *string `json:"adjustment_ref"`
+
 	// Currency lowercase ISO 4217 code, as Stripe sends it
 	Currency string `json:"currency"`
 
 	// ExchangeRate Stripe's rate from the presentment into the settlement currency, a decimal string
 	ExchangeRate *string `json:"exchange_rate"`
+
+	// ID the item's own id, stable for as long as the item is kept: what POST /v1/reconciliation/items/{id}/resolve names
+	ID           int     `json:"id"`
 	LedgerAmount *string `json:"ledger_amount"`
+
+	// Note finance's note on the resolution
+	Note *string `json:"note"`
+
+	// PaymentID the payment the item is about: its ledger transaction's, or for a movement the ledger lacks, the payment whose facts name its source object; null when paygate knows none (payouts, the provider's own fees)
+	PaymentID *string `json:"payment_id"`
 
 	// PresentmentAmount the movement in its presentment currency, signed as ledger_amount
 	PresentmentAmount *string `json:"presentment_amount"`
@@ -1122,11 +1301,25 @@ type ReconciliationItem struct {
 	PresentmentCurrency *string `json:"presentment_currency"`
 	ProviderAmount      *string `json:"provider_amount"`
 	ProviderFee         *string `json:"provider_fee"`
-	ProviderTxnID       *string `json:"provider_txn_id"`
-	Ref                 *string `json:"ref"`
-	SourceID            *string `json:"source_id"`
-	Status              string  `json:"status"`
-	Type                string  `json:"type"`
+
+	// ProviderTxnID the provider's record: Stripe's balance transaction (txn_…), an Adyen report row's Psp Reference (the payment's); null for missing_at_provider
+	ProviderTxnID *string `json:"provider_txn_id"`
+	Ref           *string `json:"ref"`
+
+	// Resolution how finance resolved the exception; null while it is open, and on matched and fee_posted items
+	Resolution *ReconciliationResolution `json:"resolution"`
+	ResolvedAt *time.Time                `json:"resolved_at"`
+
+	// ResolvedBy who resolved it: the caller's identity, as the audit log names it
+	ResolvedBy *string `json:"resolved_by"`
+	RunID      int     `json:"run_id"`
+
+	// SourceID what moved: Stripe's charge, refund, dispute or payout id, an Adyen row's Modification Reference (the capture's, refund's or dispute's pspReference)
+	SourceID *string `json:"source_id"`
+	Status   string  `json:"status"`
+
+	// Type the record's type (Stripe's balance transaction type, Adyen's row Type such as Settled), fee for the line of a record's fees, or the ledger kind of a missing_at_provider item
+	Type string `json:"type"`
 }
 
 // ReconciliationItemPage defines model for ReconciliationItemPage.
@@ -1137,7 +1330,7 @@ type ReconciliationItemPage struct {
 	NextCursor *string `json:"next_cursor"`
 }
 
-// ReconciliationPayout one payout of the day and what it settled
+// ReconciliationPayout one payout of the day and what it settled; or, for a settlement batch's run, one payout of the batch (a currency's MerchantPayout) and the batch's records in its currency
 type ReconciliationPayout struct {
 	// Amount paid out, positive
 	Amount string `json:"amount"`
@@ -1178,15 +1371,35 @@ type ReconciliationRecovery struct {
 	Settled int `json:"settled"`
 }
 
+// ReconciliationResolution matched_manually: the two sides agree after all; provider_error: the provider's statement is wrong, the ledger stays; write_off: the difference (provider amount − ledger amount) is posted as an adjustment between provider_balance and reconciliation_adjustments
+type ReconciliationResolution string
+
+// ReconciliationResolveRequest defines model for ReconciliationResolveRequest.
+type ReconciliationResolveRequest struct {
+	// Note what finance found, for whoever reads the books next; required, at most 2,000 characters
+	Note string `json:"note"`
+
+	// Resolution matched_manually: the two sides agree after all; provider_error: the provider's statement is wrong, the ledger stays; write_off: the difference (provider amount − ledger amount) is posted as an adjustment between provider_balance and reconciliation_adjustments
+	Resolution ReconciliationResolution `json:"resolution"`
+}
+
 // ReconciliationRun defines model for ReconciliationRun.
 type ReconciliationRun struct {
+	// Batch the settlement batch a batch's run reconciles (Adyen's batch number); null for a day's run
+	Batch *int `json:"batch"`
+
 	// Counts the run's sizes
 	Counts     ReconciliationCounts           `json:"counts"`
 	Currencies []ReconciliationCurrencyTotals `json:"currencies"`
-	Date       openapi_types.Date             `json:"date"`
-	Error      *string                        `json:"error"`
-	FinishedAt *time.Time                     `json:"finished_at"`
-	ID         int                            `json:"id"`
+
+	// Date the UTC day a day's run reconciles (Stripe's); null for a settlement batch's run
+	Date  *openapi_types.Date `json:"date"`
+	Error *string             `json:"error"`
+
+	// Exceptions the run's exceptions (every item neither matched nor fee_posted): still open, and resolved
+	Exceptions ReconciliationExceptionCounts `json:"exceptions"`
+	FinishedAt *time.Time                    `json:"finished_at"`
+	ID         int                           `json:"id"`
 
 	// Items the first page of the run's items, in report order: 100, or ?limit= (at most 500)
 	Items []ReconciliationItem `json:"items"`
@@ -1194,13 +1407,21 @@ type ReconciliationRun struct {
 	// ItemsNextCursor pass as ?cursor= to GET /v1/reconciliation/runs/{id}/items for the next page of items; null when items holds the last
 	ItemsNextCursor *string                `json:"items_next_cursor"`
 	Payouts         []ReconciliationPayout `json:"payouts"`
-	RecoveredEvents int                    `json:"recovered_events"`
+
+	// Provider whose statement the run reconciles: stripe (a UTC day of its balance transactions) or adyen (a settlement batch's report)
+	//
+	// Examples: stripe, adyen
+	Provider        string `json:"provider"`
+	RecoveredEvents int    `json:"recovered_events"`
 
 	// Recovery what the missed-event recovery found and did
-	Recovery    ReconciliationRecovery  `json:"recovery"`
-	RequestedBy string                  `json:"requested_by"`
-	StartedAt   time.Time               `json:"started_at"`
-	Status      ReconciliationRunStatus `json:"status"`
+	Recovery    ReconciliationRecovery `json:"recovery"`
+	RequestedBy string                 `json:"requested_by"`
+	StartedAt   time.Time              `json:"started_at"`
+
+	// Statement the report file a settlement batch's run read; null for a day's run
+	Statement *ReconciliationStatementFile `json:"statement"`
+	Status    ReconciliationRunStatus      `json:"status"`
 
 	// Summary item status → count (every status present)
 	Summary           map[string]int                   `json:"summary"`
@@ -1208,11 +1429,18 @@ type ReconciliationRun struct {
 	Trigger           string                           `json:"trigger"`
 }
 
-// ReconciliationRunCreated defines model for ReconciliationRunCreated.
+// ReconciliationRunCreated {id, date, status} for a day of Stripe's; {id, provider, batch, status} for a provider's settlement batch
 type ReconciliationRunCreated struct {
-	Date   openapi_types.Date      `json:"date"`
-	ID     int                     `json:"id"`
-	Status ReconciliationRunStatus `json:"status"`
+	// Batch the settlement batch of a batch's run; absent for a day's run
+	Batch *int `json:"batch,omitempty"`
+
+	// Date the UTC day of a day's run; absent for a settlement batch's run
+	Date *openapi_types.Date `json:"date,omitempty"`
+	ID   int                 `json:"id"`
+
+	// Provider the provider of a settlement batch's run (adyen); absent for a day's run
+	Provider *string                 `json:"provider,omitempty"`
+	Status   ReconciliationRunStatus `json:"status"`
 }
 
 // ReconciliationRunPage defines model for ReconciliationRunPage.
@@ -1222,10 +1450,16 @@ type ReconciliationRunPage struct {
 	Runs       []ReconciliationRunSummary `json:"runs"`
 }
 
-// ReconciliationRunRequest defines model for ReconciliationRunRequest.
+// ReconciliationRunRequest A day of Stripe's balance transactions ({"date"}), or a provider's settlement batch from its stored report ({"provider":"adyen","batch":12}).
 type ReconciliationRunRequest struct {
-	// Date the UTC day to reconcile, YYYY-MM-DD
-	Date openapi_types.Date `json:"date"`
+	// Batch the settlement batch to reconcile again from its stored report (with provider)
+	Batch *int `json:"batch,omitempty"`
+
+	// Date the UTC day to reconcile, YYYY-MM-DD (Stripe's runs)
+	Date *openapi_types.Date `json:"date,omitempty"`
+
+	// Provider stripe (the default, with date) or the provider of a settlement batch (adyen, with batch)
+	Provider *string `json:"provider,omitempty"`
 }
 
 // ReconciliationRunStatus defines model for ReconciliationRunStatus.
@@ -1233,10 +1467,19 @@ type ReconciliationRunStatus string
 
 // ReconciliationRunSummary A run as GET /v1/reconciliation/runs lists it: the run and its summary; the report's other sections and the items are on GET /v1/reconciliation/runs/{id}.
 type ReconciliationRunSummary struct {
-	Date        openapi_types.Date      `json:"date"`
-	Error       *string                 `json:"error"`
-	FinishedAt  *time.Time              `json:"finished_at"`
-	ID          int                     `json:"id"`
+	// Batch the settlement batch a batch's run reconciles (Adyen's batch number); null for a day's run
+	Batch *int `json:"batch"`
+
+	// Date the UTC day a day's run reconciles (Stripe's); null for a settlement batch's run
+	Date       *openapi_types.Date `json:"date"`
+	Error      *string             `json:"error"`
+	FinishedAt *time.Time          `json:"finished_at"`
+	ID         int                 `json:"id"`
+
+	// Provider whose statement the run reconciles: stripe (a UTC day of its balance transactions) or adyen (a settlement batch's report)
+	//
+	// Examples: stripe, adyen
+	Provider    string                  `json:"provider"`
 	RequestedBy string                  `json:"requested_by"`
 	StartedAt   time.Time               `json:"started_at"`
 	Status      ReconciliationRunStatus `json:"status"`
@@ -1253,6 +1496,20 @@ type ReconciliationSettledDay struct {
 
 	// Net decimal amount in the currency's major unit, e.g. "360.00"
 	Net string `json:"net"`
+}
+
+// ReconciliationStatementFile the settlement report file a batch's run read, as downloaded and kept
+type ReconciliationStatementFile struct {
+	DownloadedAt time.Time `json:"downloaded_at"`
+
+	// FileName Examples: settlement_detail_report_batch_12.csv
+	FileName string `json:"file_name"`
+
+	// Sha256 SHA-256 of the file's bytes, hex
+	Sha256 string `json:"sha256"`
+
+	// Size bytes
+	Size int `json:"size"`
 }
 
 // ReconciliationTimingDifference a ledger transaction of the day whose provider record is on another day
@@ -1374,7 +1631,11 @@ type RunMessageType string
 // RunMessageData defines model for RunMessageData.
 type RunMessageData struct {
 	Run struct {
-		Date     openapi_types.Date      `json:"date"`
+		// Batch a settlement batch's run: the batch (Adyen's); absent for a day's run
+		Batch *int `json:"batch,omitempty"`
+
+		// Date a day's run: the UTC day (Stripe's); absent for a settlement batch's run
+		Date     *openapi_types.Date     `json:"date,omitempty"`
 		ID       int                     `json:"id"`
 		Provider string                  `json:"provider"`
 		Status   RunMessageDataRunStatus `json:"status"`
@@ -1418,6 +1679,9 @@ type TrialBalance struct {
 		// Debits decimal amount in the currency's major unit, e.g. "360.00"
 		Debits string `json:"debits"`
 	} `json:"accounts"`
+
+	// AsOf the instant the balance sums the transactions posted up to (inclusive); absent for the whole ledger
+	AsOf       *time.Time `json:"as_of,omitempty"`
 	Currencies []struct {
 		Balanced bool `json:"balanced"`
 
@@ -1454,6 +1718,9 @@ type EventID = string
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
 
+// ItemID defines model for ItemID.
+type ItemID = string
+
 // Limit defines model for Limit.
 type Limit = int
 
@@ -1462,6 +1729,9 @@ type MessageID = string
 
 // PaymentID defines model for PaymentID.
 type PaymentID = string
+
+// Period defines model for Period.
+type Period = string
 
 // Provider defines model for Provider.
 type Provider = string
@@ -1578,6 +1848,51 @@ type ReadFeedParams struct {
 	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
 }
 
+// GetLedgerJournalParams defines parameters for GetLedgerJournal.
+type GetLedgerJournalParams struct {
+	// From the first UTC day, YYYY-MM-DD
+	From openapi_types.Date `form:"from" json:"from"`
+
+	// To the last UTC day, YYYY-MM-DD (inclusive)
+	To openapi_types.Date `form:"to" json:"to"`
+
+	// Format generic (the default: date,journal,account,account_code,currency,debit,credit,description), xero (Xero's manual journal import: Narration, Date as dd mmm yyyy, Description, AccountCode, TaxRate, Amount with debits positive and credits negative) or quickbooks (QuickBooks Online's journal entry import: Journal No, Journal Date as MM/DD/YYYY, Account Name, Debits, Credits, Description)
+	Format *GetLedgerJournalParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+
+	// Granularity day (the default: one journal per day and currency, each account netted into one line) or transaction (one journal per ledger transaction)
+	Granularity *GetLedgerJournalParamsGranularity `form:"granularity,omitempty" json:"granularity,omitempty"`
+
+	// Currency only this currency (Xero's and QuickBooks' journals carry none: one file per currency)
+	Currency *string `form:"currency,omitempty" json:"currency,omitempty"`
+}
+
+// GetLedgerJournalParamsFormat defines parameters for GetLedgerJournal.
+type GetLedgerJournalParamsFormat string
+
+// GetLedgerJournalParamsGranularity defines parameters for GetLedgerJournal.
+type GetLedgerJournalParamsGranularity string
+
+// CloseLedgerPeriodParams defines parameters for CloseLedgerPeriod.
+type CloseLedgerPeriodParams struct {
+	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// GetLedgerPeriodJournalParams defines parameters for GetLedgerPeriodJournal.
+type GetLedgerPeriodJournalParams struct {
+	// Format generic (the default: date,journal,account,account_code,currency,debit,credit,description), xero (Xero's manual journal import: Narration, Date as dd mmm yyyy, Description, AccountCode, TaxRate, Amount with debits positive and credits negative) or quickbooks (QuickBooks Online's journal entry import: Journal No, Journal Date as MM/DD/YYYY, Account Name, Debits, Credits, Description)
+	Format *GetLedgerPeriodJournalParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+}
+
+// GetLedgerPeriodJournalParamsFormat defines parameters for GetLedgerPeriodJournal.
+type GetLedgerPeriodJournalParamsFormat string
+
+// GetTrialBalanceParams defines parameters for GetTrialBalance.
+type GetTrialBalanceParams struct {
+	// AsOf an RFC 3339 instant, e.g. 2026-03-31T23:59:59Z
+	AsOf *time.Time `form:"as_of,omitempty" json:"as_of,omitempty"`
+}
+
 // ResendMessageParams defines parameters for ResendMessage.
 type ResendMessageParams struct {
 	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
@@ -1659,6 +1974,12 @@ type CreateRefundParams struct {
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
+// ResolveReconciliationItemParams defines parameters for ResolveReconciliationItem.
+type ResolveReconciliationItemParams struct {
+	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
 // ListReconciliationRunsParams defines parameters for ListReconciliationRuns.
 type ListReconciliationRunsParams struct {
 	// Cursor opaque cursor from next_cursor
@@ -1667,8 +1988,14 @@ type ListReconciliationRunsParams struct {
 	// Limit page size, 1 to 500 (larger values are capped)
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
+	// Provider the runs of one provider (stripe, adyen)
+	Provider *string `form:"provider,omitempty" json:"provider,omitempty"`
+
 	// Date the runs of one UTC day
 	Date *openapi_types.Date `form:"date,omitempty" json:"date,omitempty"`
+
+	// Batch the runs of one settlement batch
+	Batch *int `form:"batch,omitempty" json:"batch,omitempty"`
 }
 
 // CreateReconciliationRunParams defines parameters for CreateReconciliationRun.
@@ -1693,10 +2020,16 @@ type ListReconciliationItemsParams struct {
 
 	// Status only the items of this status
 	Status *ListReconciliationItemsParamsStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// State only the exceptions still open (not resolved yet), or only those resolved; matched and fee_posted items are in neither
+	State *ListReconciliationItemsParamsState `form:"state,omitempty" json:"state,omitempty"`
 }
 
 // ListReconciliationItemsParamsStatus defines parameters for ListReconciliationItems.
 type ListReconciliationItemsParamsStatus string
+
+// ListReconciliationItemsParamsState defines parameters for ListReconciliationItems.
+type ListReconciliationItemsParamsState string
 
 // ReceiveAdyenWebhookJSONBody defines parameters for ReceiveAdyenWebhook.
 type ReceiveAdyenWebhookJSONBody = map[string]interface{}
@@ -1784,6 +2117,9 @@ type ReplayEventsJSONRequestBody = BulkReplayRequest
 
 // CreateRefundJSONRequestBody defines body for CreateRefund for application/json ContentType.
 type CreateRefundJSONRequestBody = RefundBody
+
+// ResolveReconciliationItemJSONRequestBody defines body for ResolveReconciliationItem for application/json ContentType.
+type ResolveReconciliationItemJSONRequestBody = ReconciliationResolveRequest
 
 // CreateReconciliationRunJSONRequestBody defines body for CreateReconciliationRun for application/json ContentType.
 type CreateReconciliationRunJSONRequestBody = ReconciliationRunRequest
@@ -2084,10 +2420,47 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/feed (the `ReadFeed` operationId).
 	ReadFeed(ctx context.Context, params *ReadFeedParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetTrialBalance Trial balance per currency and per account
+	// GetLedgerJournal Journal export of the days from..to, for the general ledger
+	//
+	// The transactions posted (posted_at) in the UTC days from..to, both inclusive, as CSV for Xero, QuickBooks Online or any general ledger. Every journal balances. Accounts export under their code from PAYGATE_GL_ACCOUNTS, or their name. Streamed: a month of millions of entries is written as it is read.
+	//
+	// Corresponds with GET /v1/ledger/journal.csv (the `GetLedgerJournal` operationId).
+	GetLedgerJournal(ctx context.Context, params *GetLedgerJournalParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListLedgerPeriods The periods of the books: the open months up to the current one and the closed ones, newest first
+	//
+	// A period is a UTC calendar month. The open ones run from the first open month (the one after the last closed, or before any close the month of the earliest posting) to the current one; closable marks the one a close may be asked for now.
+	//
+	// Corresponds with GET /v1/ledger/periods (the `ListLedgerPeriods` operationId).
+	ListLedgerPeriods(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetLedgerPeriod One period, with its trial balance
+	//
+	// A closed period as its close stored it (the trial balance as of its last instant and its digest); an open one with its trial balance as it stands (as of now for the current month, as of its last instant for an earlier one).
+	//
+	// Corresponds with GET /v1/ledger/periods/{period} (the `GetLedgerPeriod` operationId).
+	GetLedgerPeriod(ctx context.Context, period Period, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CloseLedgerPeriod Close a month: nothing is ever posted in it again
+	//
+	// Only a month that has ended, and months close in order (the first close: a month before which nothing is posted). The close waits for the postings in flight and holds back new ones until it commits: each posting is either in the trial balance it stores or posted in the next month. From then on a movement that occurred in the month is posted at the first instant of the first open month, keeping its occurred_at. Closing a closed month answers its first close. digest is the lowercase hex SHA-256 of the trial balance's canonical rendering: the line "period,YYYY-MM", then one line "currency,account,debits,credits" per account and currency, sorted by currency then account name, amounts at the currency's scale, each line ending in a newline.
+	//
+	// Corresponds with POST /v1/ledger/periods/{period}/close (the `CloseLedgerPeriod` operationId).
+	CloseLedgerPeriod(ctx context.Context, period Period, params *CloseLedgerPeriodParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetLedgerPeriodJournal A closed month's journal export, the same bytes on every read
+	//
+	// One balanced journal per UTC day and currency of the month (by posted_at), each account netted into one line, rendered with the account codes and Xero tax rate stored at the close. Repr-Digest (RFC 9530) carries the SHA-256 of the body, the same on every read.
+	//
+	// Corresponds with GET /v1/ledger/periods/{period}/journal.csv (the `GetLedgerPeriodJournal` operationId).
+	GetLedgerPeriodJournal(ctx context.Context, period Period, params *GetLedgerPeriodJournalParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTrialBalance Trial balance per currency and per account, now or as of an instant
+	//
+	// Without as_of, the whole ledger. With as_of, the transactions posted (posted_at) up to that instant, inclusive: read from the balance snapshot (every UTC midnight, and a cut a minute behind its latest refresh) plus the entries posted since its latest good cut before the instant: at most a day of entries, whatever the size of the ledger.
 	//
 	// Corresponds with GET /v1/ledger/trial-balance (the `GetTrialBalance` operationId).
-	GetTrialBalance(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetTrialBalance(ctx context.Context, params *GetTrialBalanceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetMe Who this token is: its identity and roles
 	//
@@ -2215,19 +2588,46 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/payments/{payment_id}/refunds (the `CreateRefund` operationId).
 	CreateRefund(ctx context.Context, paymentID PaymentID, params *CreateRefundParams, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListReconciliationRuns Reconciliation runs, newest first
+	// GetReconciliationItem One reconciliation item, with its resolution
+	//
+	// Corresponds with GET /v1/reconciliation/items/{id} (the `GetReconciliationItem` operationId).
+	GetReconciliationItem(ctx context.Context, id ItemID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResolveReconciliationItemWithBody Resolve an exception once, with a resolution and a note
+	//
+	// Records resolution, note, resolved_by (the caller) and resolved_at with the item, and an audit entry (action reconciliation_resolve, the item's id as event_id). A write_off of an amount_mismatch, missing_in_ledger or missing_at_provider item posts the difference (provider amount − ledger amount) as one balanced adjustment: Dr provider_balance, Cr reconciliation_adjustments when the provider holds more, the other way round when it holds less; dated the run's day (a batch's run: when it ran), so posted at the first instant of the first open month when that day's month is closed. Its ledger ref is derived from the movement, so the same difference listed again by a re-run is never posted twice. The first resolution stands: the same resolution and note again answer it as it is; another is a 409.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/reconciliation/items/{id}/resolve (the `ResolveReconciliationItem` operationId).
+	ResolveReconciliationItemWithBody(ctx context.Context, id ItemID, params *ResolveReconciliationItemParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResolveReconciliationItem Resolve an exception once, with a resolution and a note
+	//
+	// Records resolution, note, resolved_by (the caller) and resolved_at with the item, and an audit entry (action reconciliation_resolve, the item's id as event_id). A write_off of an amount_mismatch, missing_in_ledger or missing_at_provider item posts the difference (provider amount − ledger amount) as one balanced adjustment: Dr provider_balance, Cr reconciliation_adjustments when the provider holds more, the other way round when it holds less; dated the run's day (a batch's run: when it ran), so posted at the first instant of the first open month when that day's month is closed. Its ledger ref is derived from the movement, so the same difference listed again by a re-run is never posted twice. The first resolution stands: the same resolution and note again answer it as it is; another is a 409.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/reconciliation/items/{id}/resolve (the `ResolveReconciliationItem` operationId).
+	ResolveReconciliationItem(ctx context.Context, id ItemID, params *ResolveReconciliationItemParams, body ResolveReconciliationItemJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListReconciliationRuns Reconciliation runs (Stripe's days and Adyen's settlement batches), newest first
 	//
 	// Corresponds with GET /v1/reconciliation/runs (the `ListReconciliationRuns` operationId).
 	ListReconciliationRuns(ctx context.Context, params *ListReconciliationRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CreateReconciliationRunWithBody Start a reconciliation run for one day
+	// CreateReconciliationRunWithBody Start a reconciliation run for one day or one settlement batch
+	//
+	// A day of Stripe's ({"date"}), or a provider's settlement batch reconciled again from its stored report ({"provider":"adyen","batch":12}); a batch's first run starts by itself once its report is downloaded.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/reconciliation/runs (the `CreateReconciliationRun` operationId).
 	CreateReconciliationRunWithBody(ctx context.Context, params *CreateReconciliationRunParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CreateReconciliationRun Start a reconciliation run for one day
+	// CreateReconciliationRun Start a reconciliation run for one day or one settlement batch
+	//
+	// A day of Stripe's ({"date"}), or a provider's settlement batch reconciled again from its stored report ({"provider":"adyen","batch":12}); a batch's first run starts by itself once its report is downloaded.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2629,11 +3029,98 @@ func (c *Client) ReadFeed(ctx context.Context, params *ReadFeedParams, reqEditor
 	return c.Client.Do(req)
 }
 
-// GetTrialBalance Trial balance per currency and per account
+// GetLedgerJournal Journal export of the days from..to, for the general ledger
+//
+// The transactions posted (posted_at) in the UTC days from..to, both inclusive, as CSV for Xero, QuickBooks Online or any general ledger. Every journal balances. Accounts export under their code from PAYGATE_GL_ACCOUNTS, or their name. Streamed: a month of millions of entries is written as it is read.
+//
+// Corresponds with GET /v1/ledger/journal.csv (the `GetLedgerJournal` operationId).
+func (c *Client) GetLedgerJournal(ctx context.Context, params *GetLedgerJournalParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetLedgerJournalRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListLedgerPeriods The periods of the books: the open months up to the current one and the closed ones, newest first
+//
+// A period is a UTC calendar month. The open ones run from the first open month (the one after the last closed, or before any close the month of the earliest posting) to the current one; closable marks the one a close may be asked for now.
+//
+// Corresponds with GET /v1/ledger/periods (the `ListLedgerPeriods` operationId).
+func (c *Client) ListLedgerPeriods(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListLedgerPeriodsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetLedgerPeriod One period, with its trial balance
+//
+// A closed period as its close stored it (the trial balance as of its last instant and its digest); an open one with its trial balance as it stands (as of now for the current month, as of its last instant for an earlier one).
+//
+// Corresponds with GET /v1/ledger/periods/{period} (the `GetLedgerPeriod` operationId).
+func (c *Client) GetLedgerPeriod(ctx context.Context, period Period, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetLedgerPeriodRequest(c.Server, period)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CloseLedgerPeriod Close a month: nothing is ever posted in it again
+//
+// Only a month that has ended, and months close in order (the first close: a month before which nothing is posted). The close waits for the postings in flight and holds back new ones until it commits: each posting is either in the trial balance it stores or posted in the next month. From then on a movement that occurred in the month is posted at the first instant of the first open month, keeping its occurred_at. Closing a closed month answers its first close. digest is the lowercase hex SHA-256 of the trial balance's canonical rendering: the line "period,YYYY-MM", then one line "currency,account,debits,credits" per account and currency, sorted by currency then account name, amounts at the currency's scale, each line ending in a newline.
+//
+// Corresponds with POST /v1/ledger/periods/{period}/close (the `CloseLedgerPeriod` operationId).
+func (c *Client) CloseLedgerPeriod(ctx context.Context, period Period, params *CloseLedgerPeriodParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCloseLedgerPeriodRequest(c.Server, period, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetLedgerPeriodJournal A closed month's journal export, the same bytes on every read
+//
+// One balanced journal per UTC day and currency of the month (by posted_at), each account netted into one line, rendered with the account codes and Xero tax rate stored at the close. Repr-Digest (RFC 9530) carries the SHA-256 of the body, the same on every read.
+//
+// Corresponds with GET /v1/ledger/periods/{period}/journal.csv (the `GetLedgerPeriodJournal` operationId).
+func (c *Client) GetLedgerPeriodJournal(ctx context.Context, period Period, params *GetLedgerPeriodJournalParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetLedgerPeriodJournalRequest(c.Server, period, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTrialBalance Trial balance per currency and per account, now or as of an instant
+//
+// Without as_of, the whole ledger. With as_of, the transactions posted (posted_at) up to that instant, inclusive: read from the balance snapshot (every UTC midnight, and a cut a minute behind its latest refresh) plus the entries posted since its latest good cut before the instant: at most a day of entries, whatever the size of the ledger.
 //
 // Corresponds with GET /v1/ledger/trial-balance (the `GetTrialBalance` operationId).
-func (c *Client) GetTrialBalance(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetTrialBalanceRequest(c.Server)
+func (c *Client) GetTrialBalance(ctx context.Context, params *GetTrialBalanceParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTrialBalanceRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2970,7 +3457,60 @@ func (c *Client) CreateRefund(ctx context.Context, paymentID PaymentID, params *
 	return c.Client.Do(req)
 }
 
-// ListReconciliationRuns Reconciliation runs, newest first
+// GetReconciliationItem One reconciliation item, with its resolution
+//
+// Corresponds with GET /v1/reconciliation/items/{id} (the `GetReconciliationItem` operationId).
+func (c *Client) GetReconciliationItem(ctx context.Context, id ItemID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetReconciliationItemRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResolveReconciliationItemWithBody Resolve an exception once, with a resolution and a note
+//
+// Records resolution, note, resolved_by (the caller) and resolved_at with the item, and an audit entry (action reconciliation_resolve, the item's id as event_id). A write_off of an amount_mismatch, missing_in_ledger or missing_at_provider item posts the difference (provider amount − ledger amount) as one balanced adjustment: Dr provider_balance, Cr reconciliation_adjustments when the provider holds more, the other way round when it holds less; dated the run's day (a batch's run: when it ran), so posted at the first instant of the first open month when that day's month is closed. Its ledger ref is derived from the movement, so the same difference listed again by a re-run is never posted twice. The first resolution stands: the same resolution and note again answer it as it is; another is a 409.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/reconciliation/items/{id}/resolve (the `ResolveReconciliationItem` operationId).
+func (c *Client) ResolveReconciliationItemWithBody(ctx context.Context, id ItemID, params *ResolveReconciliationItemParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResolveReconciliationItemRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResolveReconciliationItem Resolve an exception once, with a resolution and a note
+//
+// Records resolution, note, resolved_by (the caller) and resolved_at with the item, and an audit entry (action reconciliation_resolve, the item's id as event_id). A write_off of an amount_mismatch, missing_in_ledger or missing_at_provider item posts the difference (provider amount − ledger amount) as one balanced adjustment: Dr provider_balance, Cr reconciliation_adjustments when the provider holds more, the other way round when it holds less; dated the run's day (a batch's run: when it ran), so posted at the first instant of the first open month when that day's month is closed. Its ledger ref is derived from the movement, so the same difference listed again by a re-run is never posted twice. The first resolution stands: the same resolution and note again answer it as it is; another is a 409.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/reconciliation/items/{id}/resolve (the `ResolveReconciliationItem` operationId).
+func (c *Client) ResolveReconciliationItem(ctx context.Context, id ItemID, params *ResolveReconciliationItemParams, body ResolveReconciliationItemJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResolveReconciliationItemRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListReconciliationRuns Reconciliation runs (Stripe's days and Adyen's settlement batches), newest first
 //
 // Corresponds with GET /v1/reconciliation/runs (the `ListReconciliationRuns` operationId).
 func (c *Client) ListReconciliationRuns(ctx context.Context, params *ListReconciliationRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2985,7 +3525,9 @@ func (c *Client) ListReconciliationRuns(ctx context.Context, params *ListReconci
 	return c.Client.Do(req)
 }
 
-// CreateReconciliationRunWithBody Start a reconciliation run for one day
+// CreateReconciliationRunWithBody Start a reconciliation run for one day or one settlement batch
+//
+// A day of Stripe's ({"date"}), or a provider's settlement batch reconciled again from its stored report ({"provider":"adyen","batch":12}); a batch's first run starts by itself once its report is downloaded.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3002,7 +3544,9 @@ func (c *Client) CreateReconciliationRunWithBody(ctx context.Context, params *Cr
 	return c.Client.Do(req)
 }
 
-// CreateReconciliationRun Start a reconciliation run for one day
+// CreateReconciliationRun Start a reconciliation run for one day or one settlement batch
+//
+// A day of Stripe's ({"date"}), or a provider's settlement batch reconciled again from its stored report ({"provider":"adyen","batch":12}); a batch's first run starts by itself once its report is downloaded.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4063,8 +4607,271 @@ func NewReadFeedRequest(server string, params *ReadFeedParams) (*http.Request, e
 	return req, nil
 }
 
+// NewGetLedgerJournalRequest constructs an http.Request for the GetLedgerJournal method
+func NewGetLedgerJournalRequest(server string, params *GetLedgerJournalParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/ledger/journal.csv")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Granularity != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "granularity", *params.Granularity, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Currency != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "currency", *params.Currency, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListLedgerPeriodsRequest constructs an http.Request for the ListLedgerPeriods method
+func NewListLedgerPeriodsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/ledger/periods")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetLedgerPeriodRequest constructs an http.Request for the GetLedgerPeriod method
+func NewGetLedgerPeriodRequest(server string, period Period) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "period", period, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/ledger/periods/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCloseLedgerPeriodRequest constructs an http.Request for the CloseLedgerPeriod method
+func NewCloseLedgerPeriodRequest(server string, period Period, params *CloseLedgerPeriodParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "period", period, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/ledger/periods/%s/close", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewGetLedgerPeriodJournalRequest constructs an http.Request for the GetLedgerPeriodJournal method
+func NewGetLedgerPeriodJournalRequest(server string, period Period, params *GetLedgerPeriodJournalParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "period", period, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/ledger/periods/%s/journal.csv", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetTrialBalanceRequest constructs an http.Request for the GetTrialBalance method
-func NewGetTrialBalanceRequest(server string) (*http.Request, error) {
+func NewGetTrialBalanceRequest(server string, params *GetTrialBalanceParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -4080,6 +4887,33 @@ func NewGetTrialBalanceRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.AsOf != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "as_of", *params.AsOf, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -4908,6 +5742,100 @@ func NewCreateRefundRequestWithBody(server string, paymentID PaymentID, params *
 	return req, nil
 }
 
+// NewGetReconciliationItemRequest constructs an http.Request for the GetReconciliationItem method
+func NewGetReconciliationItemRequest(server string, id ItemID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/reconciliation/items/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResolveReconciliationItemRequest calls the generic ResolveReconciliationItem builder with application/json body
+func NewResolveReconciliationItemRequest(server string, id ItemID, params *ResolveReconciliationItemParams, body ResolveReconciliationItemJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResolveReconciliationItemRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewResolveReconciliationItemRequestWithBody constructs an http.Request for the ResolveReconciliationItem method, with any body, and a specified content type
+func NewResolveReconciliationItemRequestWithBody(server string, id ItemID, params *ResolveReconciliationItemParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/reconciliation/items/%s/resolve", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
 // NewListReconciliationRunsRequest constructs an http.Request for the ListReconciliationRuns method
 func NewListReconciliationRunsRequest(server string, params *ListReconciliationRunsParams) (*http.Request, error) {
 	var err error
@@ -4960,9 +5888,33 @@ func NewListReconciliationRunsRequest(server string, params *ListReconciliationR
 
 		}
 
+		if params.Provider != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "provider", *params.Provider, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Date != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "date", *params.Date, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Batch != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "batch", *params.Batch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -5162,6 +6114,18 @@ func NewListReconciliationItemsRequest(server string, id RunID, params *ListReco
 		if params.Status != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -5627,12 +6591,59 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/feed (the `ReadFeed` operationId).
 	ReadFeedWithResponse(ctx context.Context, params *ReadFeedParams, reqEditors ...RequestEditorFn) (*ReadFeedResponse, error)
 
-	// GetTrialBalanceWithResponse Trial balance per currency and per account
+	// GetLedgerJournalWithResponse Journal export of the days from..to, for the general ledger
+	//
+	// The transactions posted (posted_at) in the UTC days from..to, both inclusive, as CSV for Xero, QuickBooks Online or any general ledger. Every journal balances. Accounts export under their code from PAYGATE_GL_ACCOUNTS, or their name. Streamed: a month of millions of entries is written as it is read.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/ledger/journal.csv (the `GetLedgerJournal` operationId).
+	GetLedgerJournalWithResponse(ctx context.Context, params *GetLedgerJournalParams, reqEditors ...RequestEditorFn) (*GetLedgerJournalResponse, error)
+
+	// ListLedgerPeriodsWithResponse The periods of the books: the open months up to the current one and the closed ones, newest first
+	//
+	// A period is a UTC calendar month. The open ones run from the first open month (the one after the last closed, or before any close the month of the earliest posting) to the current one; closable marks the one a close may be asked for now.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/ledger/periods (the `ListLedgerPeriods` operationId).
+	ListLedgerPeriodsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLedgerPeriodsResponse, error)
+
+	// GetLedgerPeriodWithResponse One period, with its trial balance
+	//
+	// A closed period as its close stored it (the trial balance as of its last instant and its digest); an open one with its trial balance as it stands (as of now for the current month, as of its last instant for an earlier one).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/ledger/periods/{period} (the `GetLedgerPeriod` operationId).
+	GetLedgerPeriodWithResponse(ctx context.Context, period Period, reqEditors ...RequestEditorFn) (*GetLedgerPeriodResponse, error)
+
+	// CloseLedgerPeriodWithResponse Close a month: nothing is ever posted in it again
+	//
+	// Only a month that has ended, and months close in order (the first close: a month before which nothing is posted). The close waits for the postings in flight and holds back new ones until it commits: each posting is either in the trial balance it stores or posted in the next month. From then on a movement that occurred in the month is posted at the first instant of the first open month, keeping its occurred_at. Closing a closed month answers its first close. digest is the lowercase hex SHA-256 of the trial balance's canonical rendering: the line "period,YYYY-MM", then one line "currency,account,debits,credits" per account and currency, sorted by currency then account name, amounts at the currency's scale, each line ending in a newline.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/ledger/periods/{period}/close (the `CloseLedgerPeriod` operationId).
+	CloseLedgerPeriodWithResponse(ctx context.Context, period Period, params *CloseLedgerPeriodParams, reqEditors ...RequestEditorFn) (*CloseLedgerPeriodResponse, error)
+
+	// GetLedgerPeriodJournalWithResponse A closed month's journal export, the same bytes on every read
+	//
+	// One balanced journal per UTC day and currency of the month (by posted_at), each account netted into one line, rendered with the account codes and Xero tax rate stored at the close. Repr-Digest (RFC 9530) carries the SHA-256 of the body, the same on every read.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/ledger/periods/{period}/journal.csv (the `GetLedgerPeriodJournal` operationId).
+	GetLedgerPeriodJournalWithResponse(ctx context.Context, period Period, params *GetLedgerPeriodJournalParams, reqEditors ...RequestEditorFn) (*GetLedgerPeriodJournalResponse, error)
+
+	// GetTrialBalanceWithResponse Trial balance per currency and per account, now or as of an instant
+	//
+	// Without as_of, the whole ledger. With as_of, the transactions posted (posted_at) up to that instant, inclusive: read from the balance snapshot (every UTC midnight, and a cut a minute behind its latest refresh) plus the entries posted since its latest good cut before the instant: at most a day of entries, whatever the size of the ledger.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/ledger/trial-balance (the `GetTrialBalance` operationId).
-	GetTrialBalanceWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetTrialBalanceResponse, error)
+	GetTrialBalanceWithResponse(ctx context.Context, params *GetTrialBalanceParams, reqEditors ...RequestEditorFn) (*GetTrialBalanceResponse, error)
 
 	// GetMeWithResponse Who this token is: its identity and roles
 	//
@@ -5780,21 +6791,50 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/payments/{payment_id}/refunds (the `CreateRefund` operationId).
 	CreateRefundWithResponse(ctx context.Context, paymentID PaymentID, params *CreateRefundParams, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateRefundResponse, error)
 
-	// ListReconciliationRunsWithResponse Reconciliation runs, newest first
+	// GetReconciliationItemWithResponse One reconciliation item, with its resolution
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/reconciliation/items/{id} (the `GetReconciliationItem` operationId).
+	GetReconciliationItemWithResponse(ctx context.Context, id ItemID, reqEditors ...RequestEditorFn) (*GetReconciliationItemResponse, error)
+
+	// ResolveReconciliationItemWithBodyWithResponse Resolve an exception once, with a resolution and a note
+	//
+	// Records resolution, note, resolved_by (the caller) and resolved_at with the item, and an audit entry (action reconciliation_resolve, the item's id as event_id). A write_off of an amount_mismatch, missing_in_ledger or missing_at_provider item posts the difference (provider amount − ledger amount) as one balanced adjustment: Dr provider_balance, Cr reconciliation_adjustments when the provider holds more, the other way round when it holds less; dated the run's day (a batch's run: when it ran), so posted at the first instant of the first open month when that day's month is closed. Its ledger ref is derived from the movement, so the same difference listed again by a re-run is never posted twice. The first resolution stands: the same resolution and note again answer it as it is; another is a 409.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/reconciliation/items/{id}/resolve (the `ResolveReconciliationItem` operationId).
+	ResolveReconciliationItemWithBodyWithResponse(ctx context.Context, id ItemID, params *ResolveReconciliationItemParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResolveReconciliationItemResponse, error)
+
+	// ResolveReconciliationItemWithResponse Resolve an exception once, with a resolution and a note
+	//
+	// Records resolution, note, resolved_by (the caller) and resolved_at with the item, and an audit entry (action reconciliation_resolve, the item's id as event_id). A write_off of an amount_mismatch, missing_in_ledger or missing_at_provider item posts the difference (provider amount − ledger amount) as one balanced adjustment: Dr provider_balance, Cr reconciliation_adjustments when the provider holds more, the other way round when it holds less; dated the run's day (a batch's run: when it ran), so posted at the first instant of the first open month when that day's month is closed. Its ledger ref is derived from the movement, so the same difference listed again by a re-run is never posted twice. The first resolution stands: the same resolution and note again answer it as it is; another is a 409.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/reconciliation/items/{id}/resolve (the `ResolveReconciliationItem` operationId).
+	ResolveReconciliationItemWithResponse(ctx context.Context, id ItemID, params *ResolveReconciliationItemParams, body ResolveReconciliationItemJSONRequestBody, reqEditors ...RequestEditorFn) (*ResolveReconciliationItemResponse, error)
+
+	// ListReconciliationRunsWithResponse Reconciliation runs (Stripe's days and Adyen's settlement batches), newest first
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/reconciliation/runs (the `ListReconciliationRuns` operationId).
 	ListReconciliationRunsWithResponse(ctx context.Context, params *ListReconciliationRunsParams, reqEditors ...RequestEditorFn) (*ListReconciliationRunsResponse, error)
 
-	// CreateReconciliationRunWithBodyWithResponse Start a reconciliation run for one day
+	// CreateReconciliationRunWithBodyWithResponse Start a reconciliation run for one day or one settlement batch
+	//
+	// A day of Stripe's ({"date"}), or a provider's settlement batch reconciled again from its stored report ({"provider":"adyen","batch":12}); a batch's first run starts by itself once its report is downloaded.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/reconciliation/runs (the `CreateReconciliationRun` operationId).
 	CreateReconciliationRunWithBodyWithResponse(ctx context.Context, params *CreateReconciliationRunParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReconciliationRunResponse, error)
 
-	// CreateReconciliationRunWithResponse Start a reconciliation run for one day
+	// CreateReconciliationRunWithResponse Start a reconciliation run for one day or one settlement batch
+	//
+	// A day of Stripe's ({"date"}), or a provider's settlement batch reconciled again from its stored report ({"provider":"adyen","batch":12}); a batch's first run starts by itself once its report is downloaded.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7565,6 +8605,584 @@ func (r ReadFeedResponse) ContentType() string {
 	return ""
 }
 
+// GetLedgerJournalResponse200Headers the declared response headers of an HTTP 200 response for GetLedgerJournal
+type GetLedgerJournalResponse200Headers struct {
+	ContentDisposition *string
+}
+
+// GetLedgerJournalResponse401Headers the declared response headers of an HTTP 401 response for GetLedgerJournal
+type GetLedgerJournalResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// GetLedgerJournalResponse429Headers the declared response headers of an HTTP 429 response for GetLedgerJournal
+type GetLedgerJournalResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetLedgerJournalResponse503Headers the declared response headers of an HTTP 503 response for GetLedgerJournal
+type GetLedgerJournalResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetLedgerJournalResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyFailures
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *InternalError
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetLedgerJournalResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetLedgerJournalResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetLedgerJournalResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetLedgerJournalResponse503Headers
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetLedgerJournalResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetLedgerJournalResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetLedgerJournalResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetLedgerJournalResponse) GetApplicationProblemJSON429() *TooManyFailures {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetLedgerJournalResponse) GetApplicationProblemJSON500() *InternalError {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetLedgerJournalResponse) GetApplicationProblemJSON503() *Unavailable {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetLedgerJournalResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetLedgerJournalResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetLedgerJournalResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetLedgerJournalResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListLedgerPeriodsResponse401Headers the declared response headers of an HTTP 401 response for ListLedgerPeriods
+type ListLedgerPeriodsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ListLedgerPeriodsResponse429Headers the declared response headers of an HTTP 429 response for ListLedgerPeriods
+type ListLedgerPeriodsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListLedgerPeriodsResponse503Headers the declared response headers of an HTTP 503 response for ListLedgerPeriods
+type ListLedgerPeriodsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListLedgerPeriodsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LedgerPeriodList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyFailures
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *InternalError
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListLedgerPeriodsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListLedgerPeriodsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListLedgerPeriodsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListLedgerPeriodsResponse) GetJSON200() *LedgerPeriodList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListLedgerPeriodsResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListLedgerPeriodsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListLedgerPeriodsResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListLedgerPeriodsResponse) GetApplicationProblemJSON429() *TooManyFailures {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListLedgerPeriodsResponse) GetApplicationProblemJSON500() *InternalError {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListLedgerPeriodsResponse) GetApplicationProblemJSON503() *Unavailable {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListLedgerPeriodsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListLedgerPeriodsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListLedgerPeriodsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListLedgerPeriodsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetLedgerPeriodResponse401Headers the declared response headers of an HTTP 401 response for GetLedgerPeriod
+type GetLedgerPeriodResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// GetLedgerPeriodResponse429Headers the declared response headers of an HTTP 429 response for GetLedgerPeriod
+type GetLedgerPeriodResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetLedgerPeriodResponse503Headers the declared response headers of an HTTP 503 response for GetLedgerPeriod
+type GetLedgerPeriodResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetLedgerPeriodResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LedgerPeriod
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyFailures
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *InternalError
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetLedgerPeriodResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetLedgerPeriodResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetLedgerPeriodResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetLedgerPeriodResponse) GetJSON200() *LedgerPeriod {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetLedgerPeriodResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetLedgerPeriodResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetLedgerPeriodResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetLedgerPeriodResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetLedgerPeriodResponse) GetApplicationProblemJSON429() *TooManyFailures {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetLedgerPeriodResponse) GetApplicationProblemJSON500() *InternalError {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetLedgerPeriodResponse) GetApplicationProblemJSON503() *Unavailable {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetLedgerPeriodResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetLedgerPeriodResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetLedgerPeriodResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetLedgerPeriodResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CloseLedgerPeriodResponse200Headers the declared response headers of an HTTP 200 response for CloseLedgerPeriod
+type CloseLedgerPeriodResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
+// CloseLedgerPeriodResponse401Headers the declared response headers of an HTTP 401 response for CloseLedgerPeriod
+type CloseLedgerPeriodResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// CloseLedgerPeriodResponse429Headers the declared response headers of an HTTP 429 response for CloseLedgerPeriod
+type CloseLedgerPeriodResponse429Headers struct {
+	RetryAfter *int
+}
+
+// CloseLedgerPeriodResponse503Headers the declared response headers of an HTTP 503 response for CloseLedgerPeriod
+type CloseLedgerPeriodResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CloseLedgerPeriodResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LedgerPeriod
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *TooLarge
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *IdempotencyMismatch
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyFailures
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *InternalError
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CloseLedgerPeriodResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CloseLedgerPeriodResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CloseLedgerPeriodResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CloseLedgerPeriodResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CloseLedgerPeriodResponse) GetJSON200() *LedgerPeriod {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CloseLedgerPeriodResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CloseLedgerPeriodResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CloseLedgerPeriodResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CloseLedgerPeriodResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CloseLedgerPeriodResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CloseLedgerPeriodResponse) GetApplicationProblemJSON413() *TooLarge {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CloseLedgerPeriodResponse) GetApplicationProblemJSON422() *IdempotencyMismatch {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CloseLedgerPeriodResponse) GetApplicationProblemJSON429() *TooManyFailures {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CloseLedgerPeriodResponse) GetApplicationProblemJSON500() *InternalError {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CloseLedgerPeriodResponse) GetApplicationProblemJSON503() *Unavailable {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CloseLedgerPeriodResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CloseLedgerPeriodResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CloseLedgerPeriodResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CloseLedgerPeriodResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetLedgerPeriodJournalResponse200Headers the declared response headers of an HTTP 200 response for GetLedgerPeriodJournal
+type GetLedgerPeriodJournalResponse200Headers struct {
+	ContentDisposition *string
+	ContentLength      *int
+	ReprDigest         *string
+}
+
+// GetLedgerPeriodJournalResponse401Headers the declared response headers of an HTTP 401 response for GetLedgerPeriodJournal
+type GetLedgerPeriodJournalResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// GetLedgerPeriodJournalResponse429Headers the declared response headers of an HTTP 429 response for GetLedgerPeriodJournal
+type GetLedgerPeriodJournalResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetLedgerPeriodJournalResponse503Headers the declared response headers of an HTTP 503 response for GetLedgerPeriodJournal
+type GetLedgerPeriodJournalResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetLedgerPeriodJournalResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyFailures
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *InternalError
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetLedgerPeriodJournalResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetLedgerPeriodJournalResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetLedgerPeriodJournalResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetLedgerPeriodJournalResponse503Headers
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetLedgerPeriodJournalResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetLedgerPeriodJournalResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetLedgerPeriodJournalResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetLedgerPeriodJournalResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r GetLedgerPeriodJournalResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetLedgerPeriodJournalResponse) GetApplicationProblemJSON429() *TooManyFailures {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetLedgerPeriodJournalResponse) GetApplicationProblemJSON500() *InternalError {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetLedgerPeriodJournalResponse) GetApplicationProblemJSON503() *Unavailable {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetLedgerPeriodJournalResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetLedgerPeriodJournalResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetLedgerPeriodJournalResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetLedgerPeriodJournalResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetTrialBalanceResponse401Headers the declared response headers of an HTTP 401 response for GetTrialBalance
 type GetTrialBalanceResponse401Headers struct {
 	WWWAuthenticate *string
@@ -7586,7 +9204,7 @@ type GetTrialBalanceResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *TrialBalance
 	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *UnstorableText
+	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
 	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -7611,7 +9229,7 @@ func (r GetTrialBalanceResponse) GetJSON200() *TrialBalance {
 }
 
 // GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r GetTrialBalanceResponse) GetApplicationProblemJSON400() *UnstorableText {
+func (r GetTrialBalanceResponse) GetApplicationProblemJSON400() *BadRequest {
 	return r.ApplicationProblemJSON400
 }
 
@@ -9432,6 +11050,256 @@ func (r CreateRefundResponse) ContentType() string {
 	return ""
 }
 
+// GetReconciliationItemResponse401Headers the declared response headers of an HTTP 401 response for GetReconciliationItem
+type GetReconciliationItemResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// GetReconciliationItemResponse429Headers the declared response headers of an HTTP 429 response for GetReconciliationItem
+type GetReconciliationItemResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetReconciliationItemResponse503Headers the declared response headers of an HTTP 503 response for GetReconciliationItem
+type GetReconciliationItemResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetReconciliationItemResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReconciliationItem
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *UnstorableText
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyFailures
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *InternalError
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetReconciliationItemResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetReconciliationItemResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetReconciliationItemResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetReconciliationItemResponse) GetJSON200() *ReconciliationItem {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetReconciliationItemResponse) GetApplicationProblemJSON400() *UnstorableText {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetReconciliationItemResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetReconciliationItemResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetReconciliationItemResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetReconciliationItemResponse) GetApplicationProblemJSON429() *TooManyFailures {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetReconciliationItemResponse) GetApplicationProblemJSON500() *InternalError {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetReconciliationItemResponse) GetApplicationProblemJSON503() *Unavailable {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetReconciliationItemResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetReconciliationItemResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetReconciliationItemResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetReconciliationItemResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResolveReconciliationItemResponse200Headers the declared response headers of an HTTP 200 response for ResolveReconciliationItem
+type ResolveReconciliationItemResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
+// ResolveReconciliationItemResponse401Headers the declared response headers of an HTTP 401 response for ResolveReconciliationItem
+type ResolveReconciliationItemResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ResolveReconciliationItemResponse429Headers the declared response headers of an HTTP 429 response for ResolveReconciliationItem
+type ResolveReconciliationItemResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ResolveReconciliationItemResponse503Headers the declared response headers of an HTTP 503 response for ResolveReconciliationItem
+type ResolveReconciliationItemResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ResolveReconciliationItemResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReconciliationItem
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *TooLarge
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyFailures
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *InternalError
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ResolveReconciliationItemResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResolveReconciliationItemResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ResolveReconciliationItemResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ResolveReconciliationItemResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResolveReconciliationItemResponse) GetJSON200() *ReconciliationItem {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ResolveReconciliationItemResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResolveReconciliationItemResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResolveReconciliationItemResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResolveReconciliationItemResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ResolveReconciliationItemResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ResolveReconciliationItemResponse) GetApplicationProblemJSON413() *TooLarge {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ResolveReconciliationItemResponse) GetApplicationProblemJSON422() *Problem {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ResolveReconciliationItemResponse) GetApplicationProblemJSON429() *TooManyFailures {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ResolveReconciliationItemResponse) GetApplicationProblemJSON500() *InternalError {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ResolveReconciliationItemResponse) GetApplicationProblemJSON503() *Unavailable {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResolveReconciliationItemResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResolveReconciliationItemResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResolveReconciliationItemResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResolveReconciliationItemResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListReconciliationRunsResponse401Headers the declared response headers of an HTTP 401 response for ListReconciliationRuns
 type ListReconciliationRunsResponse401Headers struct {
 	WWWAuthenticate *string
@@ -9568,7 +11436,7 @@ type CreateReconciliationRunResponse struct {
 	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationProblemJSON413 *TooLarge
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationProblemJSON422 *IdempotencyMismatch
+	ApplicationProblemJSON422 *Problem
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationProblemJSON429 *TooManyFailures
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -9614,7 +11482,7 @@ func (r CreateReconciliationRunResponse) GetApplicationProblemJSON413() *TooLarg
 }
 
 // GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r CreateReconciliationRunResponse) GetApplicationProblemJSON422() *IdempotencyMismatch {
+func (r CreateReconciliationRunResponse) GetApplicationProblemJSON422() *Problem {
 	return r.ApplicationProblemJSON422
 }
 
@@ -10591,13 +12459,90 @@ func (c *ClientWithResponses) ReadFeedWithResponse(ctx context.Context, params *
 	return ParseReadFeedResponse(rsp)
 }
 
-// GetTrialBalanceWithResponse Trial balance per currency and per account
+// GetLedgerJournalWithResponse Journal export of the days from..to, for the general ledger
+//
+// The transactions posted (posted_at) in the UTC days from..to, both inclusive, as CSV for Xero, QuickBooks Online or any general ledger. Every journal balances. Accounts export under their code from PAYGATE_GL_ACCOUNTS, or their name. Streamed: a month of millions of entries is written as it is read.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/ledger/journal.csv (the `GetLedgerJournal` operationId).
+func (c *ClientWithResponses) GetLedgerJournalWithResponse(ctx context.Context, params *GetLedgerJournalParams, reqEditors ...RequestEditorFn) (*GetLedgerJournalResponse, error) {
+	rsp, err := c.GetLedgerJournal(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetLedgerJournalResponse(rsp)
+}
+
+// ListLedgerPeriodsWithResponse The periods of the books: the open months up to the current one and the closed ones, newest first
+//
+// A period is a UTC calendar month. The open ones run from the first open month (the one after the last closed, or before any close the month of the earliest posting) to the current one; closable marks the one a close may be asked for now.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/ledger/periods (the `ListLedgerPeriods` operationId).
+func (c *ClientWithResponses) ListLedgerPeriodsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListLedgerPeriodsResponse, error) {
+	rsp, err := c.ListLedgerPeriods(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListLedgerPeriodsResponse(rsp)
+}
+
+// GetLedgerPeriodWithResponse One period, with its trial balance
+//
+// A closed period as its close stored it (the trial balance as of its last instant and its digest); an open one with its trial balance as it stands (as of now for the current month, as of its last instant for an earlier one).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/ledger/periods/{period} (the `GetLedgerPeriod` operationId).
+func (c *ClientWithResponses) GetLedgerPeriodWithResponse(ctx context.Context, period Period, reqEditors ...RequestEditorFn) (*GetLedgerPeriodResponse, error) {
+	rsp, err := c.GetLedgerPeriod(ctx, period, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetLedgerPeriodResponse(rsp)
+}
+
+// CloseLedgerPeriodWithResponse Close a month: nothing is ever posted in it again
+//
+// Only a month that has ended, and months close in order (the first close: a month before which nothing is posted). The close waits for the postings in flight and holds back new ones until it commits: each posting is either in the trial balance it stores or posted in the next month. From then on a movement that occurred in the month is posted at the first instant of the first open month, keeping its occurred_at. Closing a closed month answers its first close. digest is the lowercase hex SHA-256 of the trial balance's canonical rendering: the line "period,YYYY-MM", then one line "currency,account,debits,credits" per account and currency, sorted by currency then account name, amounts at the currency's scale, each line ending in a newline.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/ledger/periods/{period}/close (the `CloseLedgerPeriod` operationId).
+func (c *ClientWithResponses) CloseLedgerPeriodWithResponse(ctx context.Context, period Period, params *CloseLedgerPeriodParams, reqEditors ...RequestEditorFn) (*CloseLedgerPeriodResponse, error) {
+	rsp, err := c.CloseLedgerPeriod(ctx, period, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCloseLedgerPeriodResponse(rsp)
+}
+
+// GetLedgerPeriodJournalWithResponse A closed month's journal export, the same bytes on every read
+//
+// One balanced journal per UTC day and currency of the month (by posted_at), each account netted into one line, rendered with the account codes and Xero tax rate stored at the close. Repr-Digest (RFC 9530) carries the SHA-256 of the body, the same on every read.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/ledger/periods/{period}/journal.csv (the `GetLedgerPeriodJournal` operationId).
+func (c *ClientWithResponses) GetLedgerPeriodJournalWithResponse(ctx context.Context, period Period, params *GetLedgerPeriodJournalParams, reqEditors ...RequestEditorFn) (*GetLedgerPeriodJournalResponse, error) {
+	rsp, err := c.GetLedgerPeriodJournal(ctx, period, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetLedgerPeriodJournalResponse(rsp)
+}
+
+// GetTrialBalanceWithResponse Trial balance per currency and per account, now or as of an instant
+//
+// Without as_of, the whole ledger. With as_of, the transactions posted (posted_at) up to that instant, inclusive: read from the balance snapshot (every UTC midnight, and a cut a minute behind its latest refresh) plus the entries posted since its latest good cut before the instant: at most a day of entries, whatever the size of the ledger.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/ledger/trial-balance (the `GetTrialBalance` operationId).
-func (c *ClientWithResponses) GetTrialBalanceWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetTrialBalanceResponse, error) {
-	rsp, err := c.GetTrialBalance(ctx, reqEditors...)
+func (c *ClientWithResponses) GetTrialBalanceWithResponse(ctx context.Context, params *GetTrialBalanceParams, reqEditors ...RequestEditorFn) (*GetTrialBalanceResponse, error) {
+	rsp, err := c.GetTrialBalance(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10870,7 +12815,50 @@ func (c *ClientWithResponses) CreateRefundWithResponse(ctx context.Context, paym
 	return ParseCreateRefundResponse(rsp)
 }
 
-// ListReconciliationRunsWithResponse Reconciliation runs, newest first
+// GetReconciliationItemWithResponse One reconciliation item, with its resolution
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/reconciliation/items/{id} (the `GetReconciliationItem` operationId).
+func (c *ClientWithResponses) GetReconciliationItemWithResponse(ctx context.Context, id ItemID, reqEditors ...RequestEditorFn) (*GetReconciliationItemResponse, error) {
+	rsp, err := c.GetReconciliationItem(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetReconciliationItemResponse(rsp)
+}
+
+// ResolveReconciliationItemWithBodyWithResponse Resolve an exception once, with a resolution and a note
+//
+// Records resolution, note, resolved_by (the caller) and resolved_at with the item, and an audit entry (action reconciliation_resolve, the item's id as event_id). A write_off of an amount_mismatch, missing_in_ledger or missing_at_provider item posts the difference (provider amount − ledger amount) as one balanced adjustment: Dr provider_balance, Cr reconciliation_adjustments when the provider holds more, the other way round when it holds less; dated the run's day (a batch's run: when it ran), so posted at the first instant of the first open month when that day's month is closed. Its ledger ref is derived from the movement, so the same difference listed again by a re-run is never posted twice. The first resolution stands: the same resolution and note again answer it as it is; another is a 409.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/reconciliation/items/{id}/resolve (the `ResolveReconciliationItem` operationId).
+func (c *ClientWithResponses) ResolveReconciliationItemWithBodyWithResponse(ctx context.Context, id ItemID, params *ResolveReconciliationItemParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResolveReconciliationItemResponse, error) {
+	rsp, err := c.ResolveReconciliationItemWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResolveReconciliationItemResponse(rsp)
+}
+
+// ResolveReconciliationItemWithResponse Resolve an exception once, with a resolution and a note
+//
+// Records resolution, note, resolved_by (the caller) and resolved_at with the item, and an audit entry (action reconciliation_resolve, the item's id as event_id). A write_off of an amount_mismatch, missing_in_ledger or missing_at_provider item posts the difference (provider amount − ledger amount) as one balanced adjustment: Dr provider_balance, Cr reconciliation_adjustments when the provider holds more, the other way round when it holds less; dated the run's day (a batch's run: when it ran), so posted at the first instant of the first open month when that day's month is closed. Its ledger ref is derived from the movement, so the same difference listed again by a re-run is never posted twice. The first resolution stands: the same resolution and note again answer it as it is; another is a 409.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/reconciliation/items/{id}/resolve (the `ResolveReconciliationItem` operationId).
+func (c *ClientWithResponses) ResolveReconciliationItemWithResponse(ctx context.Context, id ItemID, params *ResolveReconciliationItemParams, body ResolveReconciliationItemJSONRequestBody, reqEditors ...RequestEditorFn) (*ResolveReconciliationItemResponse, error) {
+	rsp, err := c.ResolveReconciliationItem(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResolveReconciliationItemResponse(rsp)
+}
+
+// ListReconciliationRunsWithResponse Reconciliation runs (Stripe's days and Adyen's settlement batches), newest first
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10883,7 +12871,9 @@ func (c *ClientWithResponses) ListReconciliationRunsWithResponse(ctx context.Con
 	return ParseListReconciliationRunsResponse(rsp)
 }
 
-// CreateReconciliationRunWithBodyWithResponse Start a reconciliation run for one day
+// CreateReconciliationRunWithBodyWithResponse Start a reconciliation run for one day or one settlement batch
+//
+// A day of Stripe's ({"date"}), or a provider's settlement batch reconciled again from its stored report ({"provider":"adyen","batch":12}); a batch's first run starts by itself once its report is downloaded.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10896,7 +12886,9 @@ func (c *ClientWithResponses) CreateReconciliationRunWithBodyWithResponse(ctx co
 	return ParseCreateReconciliationRunResponse(rsp)
 }
 
-// CreateReconciliationRunWithResponse Start a reconciliation run for one day
+// CreateReconciliationRunWithResponse Start a reconciliation run for one day or one settlement batch
+//
+// A day of Stripe's ({"date"}), or a provider's settlement batch reconciled again from its stored report ({"provider":"adyen","batch":12}); a batch's first run starts by itself once its report is downloaded.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12636,6 +14628,590 @@ func ParseReadFeedResponse(rsp *http.Response) (*ReadFeedResponse, error) {
 	return response, nil
 }
 
+// ParseGetLedgerJournalResponse parses an HTTP response from a GetLedgerJournalWithResponse call
+func ParseGetLedgerJournalResponse(rsp *http.Response) (*GetLedgerJournalResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetLedgerJournalResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyFailures
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetLedgerJournalResponse200Headers
+		if values := rsp.Header.Values("Content-Disposition"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Disposition", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentDisposition = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetLedgerJournalResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetLedgerJournalResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetLedgerJournalResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListLedgerPeriodsResponse parses an HTTP response from a ListLedgerPeriodsWithResponse call
+func ParseListLedgerPeriodsResponse(rsp *http.Response) (*ListLedgerPeriodsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListLedgerPeriodsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LedgerPeriodList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyFailures
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListLedgerPeriodsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListLedgerPeriodsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListLedgerPeriodsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetLedgerPeriodResponse parses an HTTP response from a GetLedgerPeriodWithResponse call
+func ParseGetLedgerPeriodResponse(rsp *http.Response) (*GetLedgerPeriodResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetLedgerPeriodResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LedgerPeriod
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyFailures
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetLedgerPeriodResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetLedgerPeriodResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetLedgerPeriodResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCloseLedgerPeriodResponse parses an HTTP response from a CloseLedgerPeriodWithResponse call
+func ParseCloseLedgerPeriodResponse(rsp *http.Response) (*CloseLedgerPeriodResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CloseLedgerPeriodResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LedgerPeriod
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyMismatch
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyFailures
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers CloseLedgerPeriodResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers CloseLedgerPeriodResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CloseLedgerPeriodResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CloseLedgerPeriodResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetLedgerPeriodJournalResponse parses an HTTP response from a GetLedgerPeriodJournalWithResponse call
+func ParseGetLedgerPeriodJournalResponse(rsp *http.Response) (*GetLedgerPeriodJournalResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetLedgerPeriodJournalResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyFailures
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetLedgerPeriodJournalResponse200Headers
+		if values := rsp.Header.Values("Content-Disposition"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Disposition", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentDisposition = &value
+		}
+		if values := rsp.Header.Values("Content-Length"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Length", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentLength = &value
+		}
+		if values := rsp.Header.Values("Repr-Digest"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Repr-Digest", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ReprDigest = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetLedgerPeriodJournalResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetLedgerPeriodJournalResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetLedgerPeriodJournalResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetTrialBalanceResponse parses an HTTP response from a GetTrialBalanceWithResponse call
 func ParseGetTrialBalanceResponse(rsp *http.Response) (*GetTrialBalanceResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -12658,7 +15234,7 @@ func ParseGetTrialBalanceResponse(rsp *http.Response) (*GetTrialBalanceResponse,
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest UnstorableText
+		var dest BadRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -14470,6 +17046,253 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 	return response, nil
 }
 
+// ParseGetReconciliationItemResponse parses an HTTP response from a GetReconciliationItemWithResponse call
+func ParseGetReconciliationItemResponse(rsp *http.Response) (*GetReconciliationItemResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetReconciliationItemResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReconciliationItem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest UnstorableText
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyFailures
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetReconciliationItemResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetReconciliationItemResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetReconciliationItemResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResolveReconciliationItemResponse parses an HTTP response from a ResolveReconciliationItemWithResponse call
+func ParseResolveReconciliationItemResponse(rsp *http.Response) (*ResolveReconciliationItemResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResolveReconciliationItemResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReconciliationItem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyFailures
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ResolveReconciliationItemResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ResolveReconciliationItemResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ResolveReconciliationItemResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ResolveReconciliationItemResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListReconciliationRunsResponse parses an HTTP response from a ListReconciliationRunsWithResponse call
 func ParseListReconciliationRunsResponse(rsp *http.Response) (*ListReconciliationRunsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -14628,7 +17451,7 @@ func ParseCreateReconciliationRunResponse(rsp *http.Response) (*CreateReconcilia
 		response.ApplicationProblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest IdempotencyMismatch
+		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -31,12 +31,16 @@ var fillTables = []string{
 // a year of events: River's own, the migrations' record, the counts the
 // triggers keep, and the outbox's messages, which are kept
 // PAYGATE_MESSAGE_RETENTION (30 days), not a year, and leave by whole
-// months; with their sequencer's and relays' places.
+// months; with their sequencer's and relays' places; and the books' own
+// (a row per closed month, per day of the balance snapshot, built by
+// `paygate ledger snapshots` after the fill).
 var steadyTables = map[string]bool{
 	"river_job": true, "river_leader": true, "river_migration": true, "river_queue": true,
 	"river_notification": true, "river_client": true, "river_client_queue": true,
 	"paygate_migrations": true, "inbox_status_counts": true,
 	"messages": true, "message_sequencer": true, "message_relays": true,
+	"ledger_books": true, "ledger_periods": true, "ledger_period_exports": true,
+	"ledger_balance_snapshots": true, "ledger_balance_stale": true,
 }
 
 // generated are the columns the database fills itself (identities and the

@@ -13,6 +13,7 @@ import (
 	"github.com/paygate/paygate/delivery"
 	"github.com/paygate/paygate/delivery/natsjs"
 	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/ledger"
 	"github.com/paygate/paygate/outbox"
 	"github.com/paygate/paygate/provider/adyen"
 	"github.com/paygate/paygate/provider/stdwebhooks"
@@ -61,6 +62,16 @@ type config struct {
 	// TrustedProxies: whose X-Forwarded-For gives a request's client
 	// address (the limit on failed authentications counts per address).
 	TrustedProxies []netip.Prefix
+
+	// Adyen's reports, for the reconciliation of settlement batches: on
+	// when the report user and its password are set.
+	AdyenReportUser     string
+	AdyenReportPassword string
+	AdyenReportHosts    []string
+	// GLAccounts and XeroTaxRate render the journal exports
+	// (PAYGATE_GL_ACCOUNTS, PAYGATE_GL_XERO_TAX_RATE).
+	GLAccounts  ledger.GLAccounts
+	XeroTaxRate string
 }
 
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/paygate?sslmode=disable"
@@ -97,6 +108,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.TrustedProxies, err = api.ParseTrustedProxies(list(getenv("PAYGATE_TRUSTED_PROXIES"))); err != nil {
 		return c, fmt.Errorf("PAYGATE_TRUSTED_PROXIES: %w", err)
 	}
+	if c.GLAccounts, err = ledger.ParseGLAccounts(getenv("PAYGATE_GL_ACCOUNTS")); err != nil {
+		return c, fmt.Errorf("PAYGATE_GL_ACCOUNTS: %w", err)
+	}
+	c.XeroTaxRate = or(strings.TrimSpace(getenv("PAYGATE_GL_XERO_TAX_RATE")), api.DefaultXeroTaxRate)
 	if v := getenv("PAYGATE_PROCESS_MAX_ATTEMPTS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
@@ -145,6 +160,17 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if u, err := url.Parse(c.AdyenCheckoutURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return c, fmt.Errorf("PAYGATE_ADYEN_CHECKOUT_URL must be an absolute https URL such as %s", adyen.DefaultCheckoutURL)
+	}
+	c.AdyenReportUser = getenv("PAYGATE_ADYEN_REPORT_USER")
+	c.AdyenReportPassword = getenv("PAYGATE_ADYEN_REPORT_PASSWORD")
+	if (c.AdyenReportUser == "") != (c.AdyenReportPassword == "") {
+		return c, fmt.Errorf("PAYGATE_ADYEN_REPORT_USER and PAYGATE_ADYEN_REPORT_PASSWORD are set together (report downloads need both)")
+	}
+	if c.AdyenReportHosts, err = adyen.ParseReportHosts(getenv("PAYGATE_ADYEN_REPORT_HOSTS")); err != nil {
+		return c, fmt.Errorf("PAYGATE_ADYEN_REPORT_HOSTS: %w", err)
+	}
+	if len(c.AdyenReportHosts) == 0 {
+		c.AdyenReportHosts = adyen.DefaultReportHosts
 	}
 	if c.StandardSources, err = stdwebhooks.ParseSources(getenv("PAYGATE_STANDARD_WEBHOOK_SOURCES")); err != nil {
 		return c, fmt.Errorf("PAYGATE_STANDARD_WEBHOOK_SOURCES: %w", err)

@@ -29,11 +29,15 @@ usage:
   paygate migrate                      apply the database migrations (safe to repeat)
   paygate serve                        run the HTTP server and the job workers
   paygate reconcile --date YYYY-MM-DD  reconcile one UTC day and print its summary
+  paygate reconcile --batch N          reconcile Adyen settlement batch N again from its stored report
   paygate poison list|show ID|replay ID|discard ID --reason R
                                        review the poison queue from the box
   paygate refund PAYMENT_ID [--amount A] [--reason R] [--note N]
                                        refund a payment, and follow the request
   paygate stripe-events                the Stripe event types to subscribe an endpoint to
+  paygate ledger snapshots|close YYYY-MM|export --from D --to D
+                                       finance's books: the balance snapshot, closing a month,
+                                       the journal export (paygate ledger help)
   paygate demo [--date YYYY-MM-DD]     send a day of a shop's payments to a running paygate (make run),
                                        refund, reconcile, and print what to open in the console
   paygate demo serve                   the demo shop's Stripe, Adyen and endpoint (make run starts it)
@@ -80,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdPoison(ctx, cfg, logger, args[1:], stdout)
 	case "refund":
 		return cmdRefund(ctx, cfg, logger, args[1:], stdout)
+	case "ledger":
+		return cmdLedger(ctx, cfg, logger, args[1:], stdout)
 	case "demo":
 		return cmdDemo(ctx, cfg, logger, args[1:], stdout)
 	case "stripe-events":

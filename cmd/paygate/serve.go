@@ -45,6 +45,10 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	downloaders, err := reportDownloaders(cfg, logger)
+	if err != nil {
+		return err
+	}
 	guard := delivery.GuardConfig{AllowPrivate: cfg.DeliveryAllowPrivate}
 	dispatcher := delivery.NewDispatcher(delivery.DispatcherConfig{
 		Pool:         pool,
@@ -77,6 +81,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		Queues:            map[string]river.QueueConfig{delivery.QueueDelivery: {MaxWorkers: deliveryWorkers}},
 		MessageRetention:  cfg.MessageRetention,
 		Refunders:         refunders(cfg, logger),
+		ReportDownloaders: downloaders,
 		RefundCallTimeout: cfg.RefundTimeout,
 		PayloadRetention:  cfg.PayloadRetention,
 		Registerer:        registry,
@@ -104,6 +109,8 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		// A run the server cannot perform is refused when asked for.
 		ReconcileUnavailable: reconcileUnavailable(cfg),
 		TrustedProxies:       cfg.TrustedProxies,
+		GLAccounts:           cfg.GLAccounts,
+		XeroTaxRate:          cfg.XeroTaxRate,
 	})
 	con, err := console.New(console.Config{API: e, Pool: pool, Tokens: apiServer.TokenOf, Logger: logger})
 	if err != nil {

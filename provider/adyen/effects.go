@@ -12,8 +12,9 @@ import (
 	"github.com/paygate/paygate/statemachine"
 )
 
-// Adyen's event codes that paygate maps. Any other code (reports, payouts
-// of a marketplace, NOTIFICATION_OF_CHARGEBACK…) is stored and ignored.
+// Adyen's event codes that paygate maps. Any other code (payouts of a
+// marketplace, NOTIFICATION_OF_CHARGEBACK…) is stored and ignored, as is a
+// REPORT_AVAILABLE of any report but a settlement details report.
 const (
 	CodeAuthorisation     = "AUTHORISATION"
 	CodeCapture           = "CAPTURE"
@@ -26,6 +27,7 @@ const (
 	CodeChargeback        = "CHARGEBACK"
 	CodeChargebackReverse = "CHARGEBACK_REVERSED"
 	CodeSecondChargeback  = "SECOND_CHARGEBACK"
+	CodeReportAvailable   = "REPORT_AVAILABLE"
 )
 
 // Mapper maps stored Adyen items with Effects.
@@ -84,6 +86,8 @@ func (m *mapper) mapItem() error {
 	switch it.EventCode {
 	case CodeAuthorisation:
 		return m.authorisation(success)
+	case CodeReportAvailable:
+		return m.reportAvailable(success)
 	case CodeCapture, CodeCaptureFailed, CodeCancellation, CodeCancelOrRefund,
 		CodeRefund, CodeRefundFailed, CodeRefundedReversed,
 		CodeChargeback, CodeChargebackReverse, CodeSecondChargeback:
@@ -187,6 +191,22 @@ func (m *mapper) mapItem() error {
 		m.fact(statemachine.FactDisputeClosedLost, second, decimal.Decimal{}, cur)
 		m.post(ledger.NewDisputeWithdrawal(SecondChargebackRef(it.PspReference), m.out.PaymentID, m.eventID, cur, amount, m.at))
 	}
+	return nil
+}
+
+// reportAvailable announces a report: pspReference is its file name, and
+// reason its URL. A settlement details report is downloaded and its batch
+// reconciled; any other report is acknowledged and ignored.
+func (m *mapper) reportAvailable(success bool) error {
+	it := m.item
+	batch, ok := SettlementReportBatch(it.PspReference)
+	if !success || !ok {
+		return fmt.Errorf("%w: REPORT_AVAILABLE of a report paygate does not read", provider.ErrIgnored)
+	}
+	if err := checkReportURL(it.Reason, it.PspReference); err != nil {
+		return permanent("REPORT_AVAILABLE of %s: %v", it.PspReference, err)
+	}
+	m.out.Reports = append(m.out.Reports, provider.ReportNotice{FileName: it.PspReference, URL: it.Reason, Batch: batch})
 	return nil
 }
 

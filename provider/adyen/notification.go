@@ -9,11 +9,14 @@
 // is unauthenticated: anyone holding one signed item can resend it with
 // those changed, which is why Basic auth should be configured in front.
 //
-// It also owns the one call paygate makes to Adyen's Checkout API, a
-// refund (API.Refund); everything else in it is pure.
+// It also owns the two calls paygate makes to Adyen: a refund through the
+// Checkout API (API.Refund), and the download of a report a
+// REPORT_AVAILABLE notification announces (ReportClient); and how a
+// settlement details report is read for reconciliation (Settlements).
+// Everything else in it is pure.
 //
 // It must never know the inbox's tables or another provider, and nothing
-// but API does I/O.
+// but API and ReportClient does I/O.
 package adyen
 
 import (

@@ -1,0 +1,308 @@
+package api
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/paygate/paygate/ledger"
+)
+
+// booksRoutes mounts finance's books: periods and their closes, and the
+// journal exports. Ops and finance read the periods; closes and exports
+// are finance's.
+func (s *Server) booksRoutes(v1 *echo.Group) {
+	readers := requireRole(RoleOps, RoleFinance)
+	finance := requireRole(RoleFinance)
+	v1.GET("/ledger/periods", s.listPeriods, readers)
+	v1.GET("/ledger/periods/:period", s.getPeriod, readers)
+	s.post(v1, "/ledger/periods/:period/close", s.closePeriod, nil, RoleFinance)
+	v1.GET("/ledger/periods/:period/journal.csv", s.getPeriodJournal, finance)
+	v1.GET("/ledger/journal.csv", s.getJournal, finance)
+}
+
+// journalExportTimeout bounds an export instead of RequestTimeout: a month
+// of millions of entries takes minutes to stream.
+const journalExportTimeout = 15 * time.Minute
+
+// isJournalExport reports the routes bounded by journalExportTimeout.
+func isJournalExport(route string) bool {
+	return route == "/v1/ledger/journal.csv" || route == "/v1/ledger/periods/:period/journal.csv"
+}
+
+// PeriodView is a period of the books. A closed period carries who closed
+// it, when, and the digest of its trial balance; trial_balance is in the
+// answers about one period (closed: as stored at its close; open: as it
+// stands), not in the list.
+type PeriodView struct {
+	Period       string            `json:"period"`
+	Status       string            `json:"status"`
+	StartsAt     time.Time         `json:"starts_at"`
+	EndsAt       time.Time         `json:"ends_at"`
+	Closable     bool              `json:"closable"`
+	ClosedAt     *time.Time        `json:"closed_at"`
+	ClosedBy     *string           `json:"closed_by"`
+	Digest       *string           `json:"digest"`
+	TrialBalance *TrialBalanceView `json:"trial_balance,omitempty"`
+}
+
+// PeriodList is the body of GET /v1/ledger/periods.
+type PeriodList struct {
+	Periods []PeriodView `json:"periods"`
+}
+
+const (
+	periodOpen   = "open"
+	periodClosed = "closed"
+)
+
+func closedPeriodView(c ledger.ClosedPeriod) PeriodView {
+	tb := trialBalanceView(c.TrialBalance)
+	asOf := c.End().Add(-time.Microsecond)
+	tb.AsOf = &asOf
+	closedAt, by, digest := c.ClosedAt, c.ClosedBy, c.Digest
+	return PeriodView{Period: c.String(), Status: periodClosed, StartsAt: c.Start, EndsAt: c.End(),
+		ClosedAt: &closedAt, ClosedBy: &by, Digest: &digest, TrialBalance: &tb}
+}
+
+// periodParam reads the {period} of the path. It fails with a 400 naming
+// the expected form.
+func periodParam(c echo.Context) (ledger.Period, error) {
+	p, err := ledger.ParsePeriod(c.Param("period"))
+	if err != nil {
+		return ledger.Period{}, fmt.Errorf("%w: the period is a UTC month written YYYY-MM, such as 2026-03; got %q", ErrBadRequest, c.Param("period"))
+	}
+	return p, nil
+}
+
+func (s *Server) listPeriods(c echo.Context) error {
+	states, err := ledger.ListPeriods(c.Request().Context(), s.config.Pool, time.Now())
+	if err != nil {
+		return err
+	}
+	out := PeriodList{Periods: make([]PeriodView, 0, len(states))}
+	for _, st := range states {
+		v := PeriodView{Period: st.String(), Status: periodOpen, StartsAt: st.Start, EndsAt: st.End(), Closable: st.Closable}
+		if st.Closed {
+			closedAt, by, digest := st.ClosedAt, st.ClosedBy, st.Digest
+			v.Status, v.ClosedAt, v.ClosedBy, v.Digest = periodClosed, &closedAt, &by, &digest
+		}
+		out.Periods = append(out.Periods, v)
+	}
+	return writeJSON(c, http.StatusOK, out)
+}
+
+// getPeriod answers one period: a closed one as its close stored it, an
+// open one with its trial balance as it stands (as of now for the current
+// period, as of its last instant for an earlier one).
+func (s *Server) getPeriod(c echo.Context) error {
+	p, err := periodParam(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	closed, err := ledger.GetClosedPeriod(ctx, s.config.Pool, p)
+	if err == nil {
+		return writeJSON(c, http.StatusOK, closedPeriodView(closed))
+	}
+	if !errors.Is(err, ledger.ErrPeriodNotClosed) {
+		return err
+	}
+	now := time.Now()
+	if p.Start.After(now) {
+		return withDetail(ledger.ErrNotFound, fmt.Sprintf("period %s has not begun", p))
+	}
+	states, err := ledger.ListPeriods(ctx, s.config.Pool, now)
+	if err != nil {
+		return err
+	}
+	v := PeriodView{Period: p.String(), Status: periodOpen, StartsAt: p.Start, EndsAt: p.End()}
+	if i := slices.IndexFunc(states, func(st ledger.PeriodState) bool { return st.Start.Equal(p.Start) }); i >= 0 {
+		v.Closable = states[i].Closable
+	}
+	asOf := p.End().Add(-time.Microsecond)
+	if now.Before(asOf) {
+		asOf = now
+	}
+	tb, err := ledger.TrialBalanceAsOf(ctx, s.config.Pool, asOf)
+	if err != nil {
+		return err
+	}
+	tbv := trialBalanceView(tb)
+	tbv.AsOf = &asOf
+	v.TrialBalance = &tbv
+	return writeJSON(c, http.StatusOK, v)
+}
+
+// closePeriod closes a month that has ended, in order; closing twice
+// answers the first close.
+func (s *Server) closePeriod(c echo.Context) error {
+	p, err := periodParam(c)
+	if err != nil {
+		return err
+	}
+	tx, err := TxFrom(c)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	var order *ledger.PeriodOrderError
+	closed, _, err := ledger.ClosePeriodTx(c.Request().Context(), tx, p, callerOf(c).Identity, s.exportSettings(), now)
+	switch {
+	case errors.Is(err, ledger.ErrPeriodNotEnded):
+		return withDetail(ledger.ErrPeriodNotEnded, fmt.Sprintf("period %s has not ended: it can be closed from %s",
+			p, p.End().Format(time.RFC3339)))
+	case errors.As(err, &order):
+		return withDetail(ledger.ErrPeriodOrder, fmt.Sprintf("periods close in order: close %s before %s", order.Next, p))
+	case err != nil:
+		return err
+	}
+	return writeJSON(c, http.StatusOK, closedPeriodView(closed))
+}
+
+func (s *Server) exportSettings() ledger.ExportSettings {
+	settings := ledger.ExportSettings{Accounts: s.config.GLAccounts, XeroTaxRate: s.config.XeroTaxRate}
+	if settings.Accounts == nil {
+		settings.Accounts = ledger.GLAccounts{}
+	}
+	if settings.XeroTaxRate == "" {
+		settings.XeroTaxRate = DefaultXeroTaxRate
+	}
+	return settings
+}
+
+// DefaultXeroTaxRate is the tax rate name Xero's journal lines carry when
+// PAYGATE_GL_XERO_TAX_RATE does not name one: movements of money at a
+// payment provider carry no tax.
+const DefaultXeroTaxRate = "Tax Exempt"
+
+func journalFormat(c echo.Context) (ledger.JournalFormat, error) {
+	f := ledger.JournalFormat(c.QueryParam("format"))
+	if f == "" {
+		return ledger.JournalGeneric, nil
+	}
+	if !f.Valid() {
+		return "", badRequest("format must be one of generic, xero, quickbooks")
+	}
+	return f, nil
+}
+
+// getJournal streams the journals of the days from..to (UTC, both
+// inclusive, by posted_at).
+func (s *Server) getJournal(c echo.Context) error {
+	format, err := journalFormat(c)
+	if err != nil {
+		return err
+	}
+	day := func(name string) (time.Time, error) {
+		v := c.QueryParam(name)
+		if v == "" {
+			return time.Time{}, badRequest("%s is required: a UTC day written YYYY-MM-DD", name)
+		}
+		d, err := time.Parse(time.DateOnly, v)
+		if err != nil {
+			return time.Time{}, badRequest("%s must be a UTC day written YYYY-MM-DD, such as 2026-03-31; got %q", name, v)
+		}
+		return d, nil
+	}
+	from, err := day("from")
+	if err != nil {
+		return err
+	}
+	to, err := day("to")
+	if err != nil {
+		return err
+	}
+	if to.Before(from) {
+		return badRequest("to (%s) is before from (%s)", to.Format(time.DateOnly), from.Format(time.DateOnly))
+	}
+	g := ledger.JournalGranularity(c.QueryParam("granularity"))
+	switch {
+	case g == "":
+		g = ledger.JournalByDay
+	case !g.Valid():
+		return badRequest("granularity must be day or transaction")
+	}
+	currency := c.QueryParam("currency")
+	if currency != "" && !currencyCode.MatchString(currency) {
+		return badRequest("currency must be a lowercase ISO 4217 code such as usd")
+	}
+	o := ledger.JournalOpts{From: from, To: to.AddDate(0, 0, 1), Format: format, Granularity: g, Currency: currency,
+		Settings: s.exportSettings()}
+	name := fmt.Sprintf("paygate-journal-%s-%s-%s-%s.csv", from.Format(time.DateOnly), to.Format(time.DateOnly), format, g)
+	if currency != "" {
+		name = strings.TrimSuffix(name, ".csv") + "-" + currency + ".csv"
+	}
+	return s.streamJournal(c, name, o, nil)
+}
+
+// getPeriodJournal streams a closed month's frozen export: one journal per
+// day and currency, rendered with the settings stored at the close, the
+// same bytes on every read, its SHA-256 in Repr-Digest.
+func (s *Server) getPeriodJournal(c echo.Context) error {
+	p, err := periodParam(c)
+	if err != nil {
+		return err
+	}
+	format, err := journalFormat(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	closed, err := ledger.GetClosedPeriod(ctx, s.config.Pool, p)
+	if errors.Is(err, ledger.ErrPeriodNotClosed) {
+		return withDetail(ledger.ErrPeriodNotClosed, fmt.Sprintf(
+			"period %s is open, so its journal is not final: GET /v1/ledger/journal.csv?from=%s&to=%s exports it as it stands",
+			p, p.Start.Format(time.DateOnly), p.End().AddDate(0, 0, -1).Format(time.DateOnly)))
+	}
+	if err != nil {
+		return err
+	}
+	digest, size, err := ledger.PeriodJournalDigest(ctx, s.config.Pool, closed, format)
+	if err != nil {
+		return err
+	}
+	sum, err := hex.DecodeString(digest)
+	if err != nil {
+		return fmt.Errorf("period %s export digest %q: %w", p, digest, err)
+	}
+	h := c.Response().Header()
+	// RFC 9530: the digest of the representation, the body as sent.
+	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":")
+	h.Set(echo.HeaderContentLength, strconv.FormatInt(size, 10))
+	name := fmt.Sprintf("paygate-journal-%s-%s.csv", p, format)
+	return s.streamJournal(c, name, ledger.PeriodJournalOpts(closed, format), sum)
+}
+
+// streamJournal writes the export as the database returns it. Once the
+// status is sent, a failure can only break the connection, so that a
+// short file never passes for the whole export. With want, the bytes sent
+// are hashed and checked against it: a mismatch (the ledger changed below
+// the database's guards) is logged.
+func (s *Server) streamJournal(c echo.Context, name string, o ledger.JournalOpts, want []byte) error {
+	res := c.Response()
+	res.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	res.Header().Set(echo.HeaderContentType, "text/csv; charset=utf-8")
+	res.WriteHeader(http.StatusOK)
+	ctx := c.Request().Context()
+	h := sha256.New()
+	if _, err := ledger.WriteJournal(ctx, s.config.Pool, io.MultiWriter(res, h), o); err != nil {
+		s.config.Logger.ErrorContext(ctx, "stream journal export", "file", name, "error", err.Error())
+		panic(http.ErrAbortHandler)
+	}
+	if want != nil && !bytes.Equal(h.Sum(nil), want) {
+		s.config.Logger.ErrorContext(ctx, "a closed period's export differs from its kept digest", "file", name)
+	}
+	return nil
+}

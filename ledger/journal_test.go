@@ -1,0 +1,306 @@
+package ledger_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/csv"
+	"encoding/hex"
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paygate/paygate/ledger"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite the journal export golden files in testdata/")
+
+// fixedLedger posts the same ledger every time: two currencies, a
+// conversion's two legs, a payout, a fee, a day whose sales net to zero in
+// one account, and a refund that occurred in February, reported after
+// February was closed (posted at March's first instant).
+func fixedLedger(t *testing.T, b *testBundle) ledger.ExportSettings {
+	t.Helper()
+	at := func(day, hour int) time.Time { return time.Date(2026, 2, day, hour, 0, 0, 0, time.UTC) }
+	for _, txn := range []ledger.Transaction{
+		ledger.NewCapture("stripe:capture:ch_1", "pi_1", "evt_1", "usd", d("120.00"), at(26, 9)),
+		ledger.NewFee("stripe:fee:txn_1", "pi_1", "evt_1", "usd", d("3.78"), at(26, 9)),
+		ledger.NewCapture("stripe:capture:ch_2", "pi_2", "evt_2", "jpy", d("5000"), at(26, 15)),
+		ledger.NewCapture("stripe:capture:ch_3", "pi_3", "evt_3", "usd", d("40.00"), at(27, 8)),
+		ledger.NewCaptureReversal("stripe:capture:ch_3:reversal", "pi_3", "evt_4", "usd", d("40.00"), at(27, 20)),
+		ledger.NewPayout("stripe:payout:po_1", "evt_5", "usd", d("100.00"), at(28, 23)),
+	} {
+		b.mustPost(t, txn)
+	}
+	legs := ledger.NewSettlement(func(c string) string { return "stripe:fx:txn_9:" + c }, "pi_4", "evt_6",
+		ledger.Money{Amount: d("10.00"), Currency: "eur"}, ledger.Money{Amount: d("10.85"), Currency: "usd"}, d("1.085"), at(27, 12))
+	b.mustPost(t, ledger.NewCapture("stripe:capture:ch_4", "pi_4", "evt_6", "eur", d("10.00"), at(27, 12)))
+	b.mustPost(t, legs[0])
+	b.mustPost(t, legs[1])
+
+	settings := ledger.ExportSettings{XeroTaxRate: "Tax Exempt"}
+	var err error
+	settings.Accounts, err = ledger.ParseGLAccounts("sales=4000, refunds=4010,provider_balance=1200,fees=6100,fx_clearing=Clearing:FX")
+	require.NoError(t, err)
+	require.NoError(t, pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+		_, _, err := ledger.ClosePeriodTx(b.ctx, tx, feb, "finance:test", settings, time.Now())
+		return err
+	}))
+	b.mustPost(t, ledger.NewRefund("stripe:refund:re_1", "pi_1", "evt_7", "usd", d("20.00"), at(27, 10)))
+	b.mustPost(t, ledger.NewCapture("stripe:capture:ch_5", "pi_5", "evt_8", "usd", d("7.00"), time.Date(2026, 3, 2, 6, 0, 0, 0, time.UTC)))
+	return settings
+}
+
+func exportString(t *testing.T, b *testBundle, o ledger.JournalOpts) string {
+	t.Helper()
+	var buf bytes.Buffer
+	_, err := ledger.WriteJournal(b.ctx, b.pool, &buf, o)
+	require.NoError(t, err)
+	return buf.String()
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *updateGolden {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test ./ledger -run Journal -update to write it")
+	require.Equal(t, string(want), got, "%s differs (go test ./ledger -run Journal -update rewrites it)", path)
+}
+
+// parsedLine is one exported line, read back whatever the format.
+type parsedLine struct {
+	journal, date, account string
+	debit, credit          decimal.Decimal
+}
+
+// parseJournal reads an export back, checks its header, and returns its
+// lines with each journal's key (what groups lines into a journal in the
+// format: Narration and Date for Xero, Journal No for QuickBooks).
+func parseJournal(t *testing.T, format ledger.JournalFormat, text string) []parsedLine {
+	t.Helper()
+	records, err := csv.NewReader(strings.NewReader(text)).ReadAll()
+	require.NoError(t, err)
+	require.NotEmpty(t, records)
+	header := map[ledger.JournalFormat][]string{
+		ledger.JournalGeneric:    {"date", "journal", "account", "account_code", "currency", "debit", "credit", "description"},
+		ledger.JournalXero:       {"Narration", "Date", "Description", "AccountCode", "TaxRate", "Amount"},
+		ledger.JournalQuickBooks: {"Journal No", "Journal Date", "Account Name", "Debits", "Credits", "Description"},
+	}[format]
+	require.Equal(t, header, records[0])
+	amount := func(s string) decimal.Decimal {
+		if s == "" {
+			return decimal.Zero
+		}
+		v, err := decimal.NewFromString(s)
+		require.NoError(t, err, s)
+		return v
+	}
+	var out []parsedLine
+	for _, r := range records[1:] {
+		var l parsedLine
+		switch format {
+		case ledger.JournalXero:
+			_, err := time.Parse("02 Jan 2006", r[1])
+			require.NoError(t, err, "Xero reads dd mmm yyyy: %q", r[1])
+			require.NotEmpty(t, r[4], "TaxRate is mandatory")
+			a := amount(r[5])
+			require.False(t, a.IsZero())
+			l = parsedLine{journal: r[0] + "|" + r[1], date: r[1], account: r[3]}
+			if a.IsPositive() {
+				l.debit = a
+			} else {
+				l.credit = a.Neg()
+			}
+		case ledger.JournalQuickBooks:
+			_, err := time.Parse("01/02/2006", r[1])
+			require.NoError(t, err, "MM/DD/YYYY: %q", r[1])
+			require.LessOrEqual(t, len(r[0]), 21, "QuickBooks' journal numbers hold 21 characters")
+			l = parsedLine{journal: r[0], date: r[1], account: r[2], debit: amount(r[3]), credit: amount(r[4])}
+		default:
+			_, err := time.Parse(time.DateOnly, r[0])
+			require.NoError(t, err)
+			l = parsedLine{journal: r[1], date: r[0], account: r[3], debit: amount(r[5]), credit: amount(r[6])}
+		}
+		require.True(t, l.debit.IsZero() != l.credit.IsZero(), "one side per line: %v", r)
+		out = append(out, l)
+	}
+	return out
+}
+
+// requireBalancedJournals checks that every journal's debits equal its
+// credits and that a journal's lines are contiguous and share one date.
+func requireBalancedJournals(t *testing.T, lines []parsedLine) int {
+	t.Helper()
+	type total struct {
+		date          string
+		debit, credit decimal.Decimal
+	}
+	totals := map[string]*total{}
+	var order []string
+	for i, l := range lines {
+		tt, ok := totals[l.journal]
+		if !ok {
+			tt = &total{date: l.date}
+			totals[l.journal] = tt
+			order = append(order, l.journal)
+		} else {
+			require.Equal(t, l.journal, lines[i-1].journal, "journal %s is split", l.journal)
+		}
+		require.Equal(t, tt.date, l.date, "journal %s spans dates", l.journal)
+		tt.debit, tt.credit = tt.debit.Add(l.debit), tt.credit.Add(l.credit)
+	}
+	for _, j := range order {
+		require.True(t, totals[j].debit.Equal(totals[j].credit), "journal %s: debits %s, credits %s", j, totals[j].debit, totals[j].credit)
+	}
+	return len(order)
+}
+
+// TestJournalExportFormats: each format of a fixed ledger, per day and per
+// transaction, equals its golden file, reads back as CSV with the format's
+// header, and every journal in it balances.
+func TestJournalExportFormats(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	settings := fixedLedger(t, b)
+	from, to := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 3, 0, 0, 0, 0, time.UTC)
+	for _, format := range ledger.JournalFormats {
+		for _, g := range ledger.JournalGranularities {
+			o := ledger.JournalOpts{From: from, To: to, Format: format, Granularity: g, Settings: settings}
+			got := exportString(t, b, o)
+			golden(t, "journal_"+string(format)+"_"+string(g)+".csv", got)
+			journals := requireBalancedJournals(t, parseJournal(t, format, got))
+			require.Positive(t, journals)
+			if g == ledger.JournalByTransaction {
+				require.Equal(t, 11, journals, "one journal per transaction")
+			}
+		}
+	}
+
+	// One currency, and a range of one day.
+	got := exportString(t, b, ledger.JournalOpts{From: from, To: to, Format: ledger.JournalGeneric,
+		Granularity: ledger.JournalByDay, Currency: "jpy", Settings: settings})
+	require.Equal(t, "date,journal,account,account_code,currency,debit,credit,description\n"+
+		"2026-02-26,PG-20260226-JPY,provider_balance,1200,jpy,5000,,paygate jpy 2026-02-26\n"+
+		"2026-02-26,PG-20260226-JPY,sales,4000,jpy,,5000,paygate jpy 2026-02-26\n", got)
+	got = exportString(t, b, ledger.JournalOpts{From: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC),
+		Format: ledger.JournalGeneric, Granularity: ledger.JournalByTransaction, Settings: settings})
+	require.Contains(t, got, "refund stripe:refund:re_1 payment pi_1 occurred 2026-02-27", "a late movement says when the money moved")
+	require.NotContains(t, got, "ch_5")
+}
+
+// TestClosedPeriodExportIsFrozen: a closed month's export is rendered with
+// the settings stored at its close, so it is the same bytes after more
+// postings (moved out of the month) and whatever the settings become; its
+// digest is kept and matches the bytes.
+func TestClosedPeriodExportIsFrozen(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fixedLedger(t, b)
+	closed, err := ledger.GetClosedPeriod(b.ctx, b.pool, feb)
+	require.NoError(t, err)
+	require.Equal(t, "4000", closed.Export.Accounts.Code(ledger.AccountSales))
+
+	for _, format := range ledger.JournalFormats {
+		first := exportString(t, b, ledger.PeriodJournalOpts(closed, format))
+		require.Contains(t, first, ",4000,", "%s: rendered with the account codes stored at the close", format)
+		digest, size, err := ledger.PeriodJournalDigest(b.ctx, b.pool, closed, format)
+		require.NoError(t, err)
+		require.Equal(t, int64(len(first)), size)
+		require.Equal(t, sha256Hex(first), digest)
+
+		b.mustPost(t, ledger.NewFee("stripe:fee:late_"+string(format), "pi_1", "evt_9", "usd", d("1.00"),
+			time.Date(2026, 2, 14, 0, 0, 0, 0, time.UTC)))
+		again := exportString(t, b, ledger.PeriodJournalOpts(closed, format))
+		require.Equal(t, first, again, "%s: a closed month's export never changes", format)
+		digest2, _, err := ledger.PeriodJournalDigest(b.ctx, b.pool, closed, format)
+		require.NoError(t, err)
+		require.Equal(t, digest, digest2)
+	}
+	require.Equal(t, 3, b.count(t, "ledger_period_exports"))
+}
+
+func TestWriteJournalStreams(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var batch []ledger.Transaction
+	for i := range 3000 {
+		batch = append(batch, ledger.NewCapture("capture:"+strings.Repeat("x", 40)+strconv.Itoa(i), "pi", "evt", "usd", d("1.00"),
+			time.Date(2026, 2, 1+i%28, 0, 0, i, 0, time.UTC)))
+	}
+	require.NoError(t, pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := ledger.PostManyTx(b.ctx, tx, batch)
+		return err
+	}))
+	w := &chunkRecorder{}
+	sum, err := ledger.WriteJournal(b.ctx, b.pool, w, ledger.JournalOpts{From: feb.Start, To: feb.End(),
+		Format: ledger.JournalGeneric, Granularity: ledger.JournalByTransaction})
+	require.NoError(t, err)
+	require.Equal(t, 3000, sum.Journals)
+	require.Equal(t, 6000, sum.Lines)
+	require.Greater(t, w.total, 500_000)
+	require.Greater(t, w.writes, 100, "written as it is read, in many small writes")
+	require.LessOrEqual(t, w.largest, 8192, "no write holds more than a buffer's worth")
+}
+
+func TestWriteJournalRefusesBadOptions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var buf bytes.Buffer
+	_, err := ledger.WriteJournal(b.ctx, b.pool, &buf, ledger.JournalOpts{From: feb.End(), To: feb.Start,
+		Format: ledger.JournalGeneric, Granularity: ledger.JournalByDay})
+	require.ErrorIs(t, err, ledger.ErrInvalidPeriod)
+	_, err = ledger.WriteJournal(b.ctx, b.pool, &buf, ledger.JournalOpts{From: feb.Start, To: feb.End(),
+		Format: "sage", Granularity: ledger.JournalByDay})
+	require.Error(t, err)
+	require.Zero(t, buf.Len())
+}
+
+func TestParseGLAccounts(t *testing.T) {
+	t.Parallel()
+	g, err := ledger.ParseGLAccounts(" sales = 4000 ,refunds=4010, fx_clearing=Clearing:FX")
+	require.NoError(t, err)
+	require.Equal(t, ledger.GLAccounts{ledger.AccountSales: "4000", ledger.AccountRefunds: "4010", ledger.AccountFXClearing: "Clearing:FX"}, g)
+	require.Equal(t, "4000", g.Code(ledger.AccountSales))
+	require.Equal(t, "bank", g.Code(ledger.AccountBank), "an account without a code exports its name")
+	g, err = ledger.ParseGLAccounts("")
+	require.NoError(t, err)
+	require.Empty(t, g)
+	for in, want := range map[string]string{
+		"sales":                            `entry 1 ("sales") is not account=code`,
+		"sales=4000,":                      `entry 2 ("") is not account=code`,
+		"cash=1000":                        `"cash" is not an account of the chart`,
+		"sales=4000,sales=4001":            "sales is given twice",
+		"sales=":                           "the code of sales is empty",
+		"sales=40\x0700":                   "control character",
+		"fees=" + strings.Repeat("9", 101): "longer than 100 characters",
+	} {
+		_, err := ledger.ParseGLAccounts(in)
+		require.ErrorIs(t, err, ledger.ErrInvalidGLAccounts, in)
+		require.ErrorContains(t, err, want, in)
+	}
+}
+
+type chunkRecorder struct{ writes, largest, total int }
+
+func (c *chunkRecorder) Write(p []byte) (int, error) {
+	c.writes++
+	c.largest = max(c.largest, len(p))
+	c.total += len(p)
+	return len(p), nil
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
