@@ -16,6 +16,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/ledger"
 )
 
@@ -158,7 +159,7 @@ func (s *Server) closePeriod(c echo.Context) error {
 	}
 	now := time.Now()
 	var order *ledger.PeriodOrderError
-	closed, _, err := ledger.ClosePeriodTx(c.Request().Context(), tx, p, callerOf(c).Identity, s.exportSettings(), now)
+	closed, created, err := ledger.ClosePeriodTx(c.Request().Context(), tx, p, callerOf(c).Identity, s.exportSettings(), now)
 	switch {
 	case errors.Is(err, ledger.ErrPeriodNotEnded):
 		return withDetail(ledger.ErrPeriodNotEnded, fmt.Sprintf("period %s has not ended: it can be closed from %s",
@@ -167,6 +168,12 @@ func (s *Server) closePeriod(c echo.Context) error {
 		return withDetail(ledger.ErrPeriodOrder, fmt.Sprintf("periods close in order: close %s before %s", order.Next, p))
 	case err != nil:
 		return err
+	}
+	if created {
+		if err := inbox.AppendAuditTx(c.Request().Context(), tx, inbox.ActionPeriodClose,
+			s.operation(c, ledger.CloseAuditReason(closed)), inbox.Key{Provider: inbox.AuditProviderLedger, EventID: p.String()}); err != nil {
+			return err
+		}
 	}
 	return writeJSON(c, http.StatusOK, closedPeriodView(closed))
 }

@@ -104,6 +104,13 @@ func TestCloseAPeriod(t *testing.T) {
 	// The same key: the stored answer.
 	rec = b.do(t, http.MethodPost, "/v1/ledger/periods/2026-02/close", financeTok, "close-feb", "")
 	require.Equal(t, "true", rec.Header().Get(api.HeaderIdempotentReplayed))
+	// The close is in the audit log, once: who, the month, the digest.
+	var actor, reason string
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT actor, reason FROM ops_audit_log
+		WHERE action = 'period_close' AND provider = 'ledger' AND event_id = '2026-02'`).Scan(&actor, &reason))
+	require.Equal(t, "alice", actor)
+	require.Contains(t, reason, *closed.Digest)
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM ops_audit_log WHERE action = 'period_close'`))
 
 	current := time.Now().UTC().Format("2006-01")
 	rec = b.do(t, http.MethodPost, "/v1/ledger/periods/"+current+"/close", financeTok, "close-current", "")

@@ -28,7 +28,14 @@ const (
 	// A resolution of a reconciliation exception names the item's id in
 	// EventID and its run's provider in Provider.
 	ActionReconciliationResolve Action = "reconciliation_resolve"
+	// A month closed by finance names the period (YYYY-MM) in EventID and
+	// AuditProviderLedger in Provider.
+	ActionPeriodClose Action = "period_close"
 )
+
+// AuditProviderLedger is the Provider of the audit entries about the books
+// themselves (a closed period), which belong to no provider.
+const AuditProviderLedger = "ledger"
 
 // Operation says who acts and why. Every operator action records it in the
 // audit log, in the transaction of the action itself.

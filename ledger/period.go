@@ -65,6 +65,12 @@ type ClosedPeriod struct {
 	Export ExportSettings
 }
 
+// CloseAuditReason is what the audit log says of a close: the period and
+// the digest of the trial balance it froze.
+func CloseAuditReason(c ClosedPeriod) string {
+	return fmt.Sprintf("closed %s: trial balance digest %s", c.Period, c.Digest)
+}
+
 // ExportSettings are what a journal export depends on besides the ledger:
 // the account codes (PAYGATE_GL_ACCOUNTS) and the tax rate name Xero's
 // lines carry (PAYGATE_GL_XERO_TAX_RATE).

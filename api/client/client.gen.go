@@ -22,6 +22,7 @@ import (
 const (
 	AuditEntryActionBulkReplay            AuditEntryAction = "bulk_replay"
 	AuditEntryActionDiscard               AuditEntryAction = "discard"
+	AuditEntryActionPeriodClose           AuditEntryAction = "period_close"
 	AuditEntryActionReconciliationResolve AuditEntryAction = "reconciliation_resolve"
 	AuditEntryActionRefundFailed          AuditEntryAction = "refund_failed"
 	AuditEntryActionRefundRequest         AuditEntryAction = "refund_request"
@@ -35,6 +36,8 @@ func (e AuditEntryAction) Valid() bool {
 	case AuditEntryActionBulkReplay:
 		return true
 	case AuditEntryActionDiscard:
+		return true
+	case AuditEntryActionPeriodClose:
 		return true
 	case AuditEntryActionReconciliationResolve:
 		return true
@@ -705,7 +708,7 @@ type AttemptError struct {
 
 // AuditEntry defines model for AuditEntry.
 type AuditEntry struct {
-	// Action a replay by filter records one bulk_replay entry per event; the sweeper one sweep entry per event it re-enqueued; refund_request and refund_failed name the refund request (rr_…) in event_id; reconciliation_resolve names the reconciliation item's id in event_id and its run's provider in provider, its reason the resolution, the item, a write-off's amount and ledger ref, and finance's note
+	// Action a replay by filter records one bulk_replay entry per event; the sweeper one sweep entry per event it re-enqueued; refund_request and refund_failed name the refund request (rr_…) in event_id; reconciliation_resolve names the reconciliation item's id in event_id and its run's provider in provider, its reason the resolution, the item, a write-off's amount and ledger ref, and finance's note; period_close names the month (YYYY-MM) in event_id and ledger in provider, its reason the trial balance's digest
 	Action AuditEntryAction `json:"action"`
 
 	// Actor the caller's token identity (token:<hash prefix>), cli:<OS user>, sweeper; for a failed refund, paygate (refused, or past the key window) or provider (reported failed)
@@ -718,7 +721,7 @@ type AuditEntry struct {
 	Reason         *string   `json:"reason"`
 }
 
-// AuditEntryAction a replay by filter records one bulk_replay entry per event; the sweeper one sweep entry per event it re-enqueued; refund_request and refund_failed name the refund request (rr_…) in event_id; reconciliation_resolve names the reconciliation item's id in event_id and its run's provider in provider, its reason the resolution, the item, a write-off's amount and ledger ref, and finance's note
+// AuditEntryAction a replay by filter records one bulk_replay entry per event; the sweeper one sweep entry per event it re-enqueued; refund_request and refund_failed name the refund request (rr_…) in event_id; reconciliation_resolve names the reconciliation item's id in event_id and its run's provider in provider, its reason the resolution, the item, a write-off's amount and ledger ref, and finance's note; period_close names the month (YYYY-MM) in event_id and ledger in provider, its reason the trial balance's digest
 type AuditEntryAction string
 
 // AuditPage defines model for AuditPage.
@@ -2443,7 +2446,7 @@ type ClientInterface interface {
 
 	// CloseLedgerPeriod Close a month: nothing is ever posted in it again
 	//
-	// Only a month that has ended, and months close in order (the first close: a month before which nothing is posted). The close waits for the postings in flight and holds back new ones until it commits: each posting is either in the trial balance it stores or posted in the next month. From then on a movement that occurred in the month is posted at the first instant of the first open month, keeping its occurred_at. Closing a closed month answers its first close. digest is the lowercase hex SHA-256 of the trial balance's canonical rendering: the line "period,YYYY-MM", then one line "currency,account,debits,credits" per account and currency, sorted by currency then account name, amounts at the currency's scale, each line ending in a newline.
+	// Only a month that has ended, and months close in order (the first close: a month before which nothing is posted). The close waits for the postings in flight and holds back new ones until it commits: each posting is either in the trial balance it stores or posted in the next month. From then on a movement that occurred in the month is posted at the first instant of the first open month, keeping its occurred_at. Closing a closed month answers its first close. The first close is in the audit log (action period_close). digest is the lowercase hex SHA-256 of the trial balance's canonical rendering: the line "period,YYYY-MM", then one line "currency,account,debits,credits" per account and currency, sorted by currency then account name, amounts at the currency's scale, each line ending in a newline.
 	//
 	// Corresponds with POST /v1/ledger/periods/{period}/close (the `CloseLedgerPeriod` operationId).
 	CloseLedgerPeriod(ctx context.Context, period Period, params *CloseLedgerPeriodParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3082,7 +3085,7 @@ func (c *Client) GetLedgerPeriod(ctx context.Context, period Period, reqEditors 
 
 // CloseLedgerPeriod Close a month: nothing is ever posted in it again
 //
-// Only a month that has ended, and months close in order (the first close: a month before which nothing is posted). The close waits for the postings in flight and holds back new ones until it commits: each posting is either in the trial balance it stores or posted in the next month. From then on a movement that occurred in the month is posted at the first instant of the first open month, keeping its occurred_at. Closing a closed month answers its first close. digest is the lowercase hex SHA-256 of the trial balance's canonical rendering: the line "period,YYYY-MM", then one line "currency,account,debits,credits" per account and currency, sorted by currency then account name, amounts at the currency's scale, each line ending in a newline.
+// Only a month that has ended, and months close in order (the first close: a month before which nothing is posted). The close waits for the postings in flight and holds back new ones until it commits: each posting is either in the trial balance it stores or posted in the next month. From then on a movement that occurred in the month is posted at the first instant of the first open month, keeping its occurred_at. Closing a closed month answers its first close. The first close is in the audit log (action period_close). digest is the lowercase hex SHA-256 of the trial balance's canonical rendering: the line "period,YYYY-MM", then one line "currency,account,debits,credits" per account and currency, sorted by currency then account name, amounts at the currency's scale, each line ending in a newline.
 //
 // Corresponds with POST /v1/ledger/periods/{period}/close (the `CloseLedgerPeriod` operationId).
 func (c *Client) CloseLedgerPeriod(ctx context.Context, period Period, params *CloseLedgerPeriodParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6620,7 +6623,7 @@ type ClientWithResponsesInterface interface {
 
 	// CloseLedgerPeriodWithResponse Close a month: nothing is ever posted in it again
 	//
-	// Only a month that has ended, and months close in order (the first close: a month before which nothing is posted). The close waits for the postings in flight and holds back new ones until it commits: each posting is either in the trial balance it stores or posted in the next month. From then on a movement that occurred in the month is posted at the first instant of the first open month, keeping its occurred_at. Closing a closed month answers its first close. digest is the lowercase hex SHA-256 of the trial balance's canonical rendering: the line "period,YYYY-MM", then one line "currency,account,debits,credits" per account and currency, sorted by currency then account name, amounts at the currency's scale, each line ending in a newline.
+	// Only a month that has ended, and months close in order (the first close: a month before which nothing is posted). The close waits for the postings in flight and holds back new ones until it commits: each posting is either in the trial balance it stores or posted in the next month. From then on a movement that occurred in the month is posted at the first instant of the first open month, keeping its occurred_at. Closing a closed month answers its first close. The first close is in the audit log (action period_close). digest is the lowercase hex SHA-256 of the trial balance's canonical rendering: the line "period,YYYY-MM", then one line "currency,account,debits,credits" per account and currency, sorted by currency then account name, amounts at the currency's scale, each line ending in a newline.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12506,7 +12509,7 @@ func (c *ClientWithResponses) GetLedgerPeriodWithResponse(ctx context.Context, p
 
 // CloseLedgerPeriodWithResponse Close a month: nothing is ever posted in it again
 //
-// Only a month that has ended, and months close in order (the first close: a month before which nothing is posted). The close waits for the postings in flight and holds back new ones until it commits: each posting is either in the trial balance it stores or posted in the next month. From then on a movement that occurred in the month is posted at the first instant of the first open month, keeping its occurred_at. Closing a closed month answers its first close. digest is the lowercase hex SHA-256 of the trial balance's canonical rendering: the line "period,YYYY-MM", then one line "currency,account,debits,credits" per account and currency, sorted by currency then account name, amounts at the currency's scale, each line ending in a newline.
+// Only a month that has ended, and months close in order (the first close: a month before which nothing is posted). The close waits for the postings in flight and holds back new ones until it commits: each posting is either in the trial balance it stores or posted in the next month. From then on a movement that occurred in the month is posted at the first instant of the first open month, keeping its occurred_at. Closing a closed month answers its first close. The first close is in the audit log (action period_close). digest is the lowercase hex SHA-256 of the trial balance's canonical rendering: the line "period,YYYY-MM", then one line "currency,account,debits,credits" per account and currency, sorted by currency then account name, amounts at the currency's scale, each line ending in a newline.
 //
 // Returns a wrapper object for the known response body format(s).
 //

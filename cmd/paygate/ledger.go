@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/ledger"
 )
 
@@ -81,7 +82,11 @@ func cmdLedger(ctx context.Context, cfg config, logger *slog.Logger, args []stri
 		)
 		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			closed, created, err = ledger.ClosePeriodTx(ctx, tx, p, cliActor(), settings, time.Now())
-			return err
+			if err != nil || !created {
+				return err
+			}
+			return inbox.AppendAuditTx(ctx, tx, inbox.ActionPeriodClose, inbox.Operation{Actor: cliActor(), Reason: ledger.CloseAuditReason(closed)},
+				inbox.Key{Provider: inbox.AuditProviderLedger, EventID: p.String()})
 		})
 		if err != nil {
 			return err

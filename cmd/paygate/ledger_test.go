@@ -52,6 +52,10 @@ func TestLedgerCLI(t *testing.T) {
 	out, err = paygate("close", "2026-02")
 	require.NoError(t, err)
 	require.Contains(t, out, "2026-02 already closed")
+	var audited int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM ops_audit_log
+		WHERE action = 'period_close' AND event_id = '2026-02' AND actor LIKE 'cli:%'`).Scan(&audited))
+	require.Equal(t, 1, audited, "the close is audited once, under the box's user")
 
 	_, err = paygate("close", "2026-2")
 	var ue usageError
