@@ -257,7 +257,7 @@ func (s *Server) trialBalance(c echo.Context) error {
 	ctx := c.Request().Context()
 	raw := c.QueryParam("as_of")
 	if raw == "" {
-		tb, err := ledger.TrialBalance(ctx, s.config.Pool)
+		tb, err := ledger.TrialBalanceNow(ctx, s.config.Pool)
 		if err != nil {
 			return err
 		}

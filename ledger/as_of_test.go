@@ -273,3 +273,33 @@ func TestLatePostingAfterARefresh(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "15.00", ledger.Format(got.Accounts[0].Debits, "usd"))
 }
+
+// TestTrialBalanceNowEqualsTheSum: the trial balance of everything, read
+// from the snapshot, is the sum of every entry, before a refresh, after
+// one, and after late and future-dated postings since.
+func TestTrialBalanceNowEqualsTheSum(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	same := func(what string) {
+		t.Helper()
+		want, err := ledger.TrialBalance(b.ctx, b.pool)
+		require.NoError(t, err)
+		got, err := ledger.TrialBalanceNow(b.ctx, b.pool)
+		require.NoError(t, err)
+		require.Equal(t, asMap(want), asMap(got), what)
+	}
+	day := time.Date(2026, 9, 1, 10, 0, 0, 0, time.UTC)
+	b.mustPost(t, ledger.NewCapture("capture:ch_1", "pi_1", "evt_1", "usd", d("10.00"), day))
+	b.mustPost(t, ledger.NewCapture("capture:ch_2", "pi_2", "evt_2", "eur", d("5.00"), day.AddDate(0, 0, 2)))
+	same("no snapshot yet")
+	_, err := ledger.RefreshBalanceSnapshots(b.ctx, b.pool, nil)
+	require.NoError(t, err)
+	same("after a refresh")
+	b.mustPost(t, ledger.NewFee("fee:ch_1", "pi_1", "evt_3", "usd", d("0.50"), day))
+	b.mustPost(t, ledger.NewCapture("capture:ch_3", "pi_3", "evt_4", "usd", d("7.00"), time.Now()))
+	b.mustPost(t, ledger.NewCapture("capture:ch_4", "pi_4", "evt_5", "usd", d("3.00"), time.Now().Add(time.Hour)))
+	same("a late posting, one as it occurs, one dated ahead")
+	_, err = ledger.RefreshBalanceSnapshots(b.ctx, b.pool, nil)
+	require.NoError(t, err)
+	same("after another refresh")
+}

@@ -111,6 +111,18 @@ func TrialBalanceAsOf(ctx context.Context, q Batcher, asOf time.Time) (TrialBala
 	return tb, nil
 }
 
+// endOfTime is an as-of instant after every posting.
+var endOfTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+
+// TrialBalanceNow is the trial balance of every transaction posted, as
+// TrialBalance sums it, but read as TrialBalanceAsOf reads: the balance
+// snapshot's newest usable cut and the entries posted since, so its cost
+// does not grow with the ledger (TrialBalance sums every entry: over a
+// second at 10 M).
+func TrialBalanceNow(ctx context.Context, q Batcher) (TrialBalanceReport, error) {
+	return TrialBalanceAsOf(ctx, q, endOfTime)
+}
+
 // Batcher is a Querier that also sends batches: *pgxpool.Pool, *pgx.Conn
 // and pgx.Tx.
 type Batcher interface {
