@@ -197,8 +197,8 @@ func dispatchLockKey(id string) int64 {
 const dispatchLanes = 2
 
 // claimFactor is how many times its share of the in-flight bound a lane
-// claims at once: the messages past the bound wait for a free slot, not
-// for a round trip to the database.
+// of a healthy endpoint claims at once: the messages past the bound wait
+// for a free slot, not for a round trip to the database.
 const claimFactor = 4
 
 // lane claims, sends and records until nothing is left to claim or ctx is
@@ -237,7 +237,7 @@ func (d *Dispatcher) lane(ctx context.Context, rc *river.Client[pgx.Tx], run *di
 func (d *Dispatcher) claim(ctx context.Context, run *dispatch) (Endpoint, []claimed, error) {
 	run.mu.Lock()
 	defer run.mu.Unlock()
-	limit := claimFactor * max(1, d.config.MaxInFlight/dispatchLanes)
+	share := max(1, d.config.MaxInFlight/dispatchLanes)
 	sending := make([]string, 0, len(run.inFlight))
 	for id := range run.inFlight {
 		sending = append(sending, id)
@@ -254,7 +254,12 @@ func (d *Dispatcher) claim(ctx context.Context, run *dispatch) (Endpoint, []clai
 		FROM deliveries d
 		WHERE d.endpoint_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= now()
 		  AND d.message_id <> ALL($2::text[])
-		ORDER BY d.next_attempt_at LIMIT $3`, run.endpointID, sending, limit)
+		ORDER BY d.next_attempt_at
+		-- A failing endpoint's lane claims its share only: its messages
+		-- would mostly fail and be recorded in bulk, work that crowds the
+		-- database for nothing while the endpoint is down.
+		LIMIT CASE WHEN (SELECT e.failing_since FROM endpoints e WHERE e.id = $1) IS NULL THEN $3::bigint ELSE $4::bigint END`,
+		run.endpointID, sending, claimFactor*share, share)
 	results := run.conn.SendBatch(ctx, batch)
 	e, err := scanEndpoint(results.QueryRow())
 	var claims []claimed
