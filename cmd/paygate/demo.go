@@ -21,6 +21,7 @@ import (
 	"github.com/paygate/paygate/internal/demo"
 	"github.com/paygate/paygate/provider/adyen"
 	"github.com/paygate/paygate/reconcile"
+	"github.com/paygate/paygate/refund"
 )
 
 const demoUsage = `usage:
@@ -367,20 +368,10 @@ func (d *demoRun) awaitApplied(ctx context.Context, sent int) error {
 	return nil
 }
 
-type refundRequest struct {
-	ID               string  `json:"id"`
-	PaymentID        string  `json:"payment_id"`
-	Amount           string  `json:"amount"`
-	Currency         string  `json:"currency"`
-	State            string  `json:"state"`
-	ProviderRefundID *string `json:"provider_refund_id"`
-	FailureReason    *string `json:"failure_reason"`
-}
-
 // refund asks paygate for the day's refunds through its refund API, as ops
 // would, and follows each until the provider settles it.
 func (d *demoRun) refund(ctx context.Context, refunds []demo.Refund) error {
-	requests := make([]refundRequest, len(refunds))
+	requests := make([]refund.View, len(refunds)) // as the refund API answers
 	for i, r := range refunds {
 		body := map[string]string{"reason": r.Reason, "note": r.Note}
 		if r.Amount != "" {
@@ -394,13 +385,13 @@ func (d *demoRun) refund(ctx context.Context, refunds []demo.Refund) error {
 	err := d.poll(ctx, func() (bool, error) {
 		open := false
 		for i := range requests {
-			if requests[i].State == "succeeded" || requests[i].State == "failed" {
+			if requests[i].State == refund.StateSucceeded || requests[i].State == refund.StateFailed {
 				continue
 			}
 			if _, err := d.call(ctx, http.MethodGet, d.gateway+"/v1/refund-requests/"+url.PathEscape(requests[i].ID), d.ops, "", nil, &requests[i]); err != nil {
 				return false, err
 			}
-			open = open || requests[i].State != "succeeded" && requests[i].State != "failed"
+			open = open || requests[i].State != refund.StateSucceeded && requests[i].State != refund.StateFailed
 		}
 		return !open, nil
 	})
@@ -413,7 +404,7 @@ func (d *demoRun) refund(ctx context.Context, refunds []demo.Refund) error {
 			line += ": " + *r.FailureReason
 		}
 		d.say("%s", line)
-		if r.State == "failed" {
+		if r.State == refund.StateFailed {
 			d.problems = append(d.problems, "refund request "+r.ID+" failed")
 		}
 	}
