@@ -80,7 +80,7 @@ func ListDeliveries(ctx context.Context, q Querier, endpointID string, f Deliver
 		}
 		before = p
 	}
-	rows, err := q.Query(ctx, `SELECT `+deliveryColumns+` FROM deliveries
+	rows, err := q.Query(ctx, `SELECT `+deliveryColumns+` FROM delivery_queue
 		WHERE endpoint_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR message_id = $3)
 		  AND ($4 < 0 OR position < $4)
 		ORDER BY position DESC LIMIT $5`, endpointID, string(f.Status), f.MessageID, before, limit+1)
@@ -101,7 +101,7 @@ func ListDeliveries(ctx context.Context, q Querier, endpointID string, f Deliver
 // DeliveriesOfMessage returns where message id stands at every endpoint
 // it was given to.
 func DeliveriesOfMessage(ctx context.Context, q Querier, messageID string) ([]Delivery, error) {
-	rows, err := q.Query(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE message_id = $1 ORDER BY endpoint_id`, messageID)
+	rows, err := q.Query(ctx, `SELECT `+deliveryColumns+` FROM delivery_queue WHERE message_id = $1 ORDER BY endpoint_id`, messageID)
 	if err != nil {
 		return nil, fmt.Errorf("deliveries of %s: %w", messageID, err)
 	}
@@ -185,7 +185,7 @@ func (s *Store) Resend(ctx context.Context, messageID, endpointID string) (bool,
 		return false, err
 	}
 	if m.Position == 0 {
-		// Committed, not placed yet: the fan-out gives it to the endpoint
+		// Committed, not placed yet: the endpoint's dispatcher reads it
 		// in a moment, if it is of its types.
 		if _, err := outbox.Sequence(ctx, s.pool, 10_000); err != nil {
 			return false, err
@@ -260,7 +260,7 @@ func (s *Store) Recover(ctx context.Context, endpointID string, since, until tim
 		SELECT m.id FROM messages m
 		WHERE m.created_at >= $1 AND m.created_at < $2 AND m.position IS NOT NULL
 		  AND ($3::text[] IS NULL OR m.type = ANY($3))
-		  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = $4 AND d.message_id = m.id
+		  AND NOT EXISTS (SELECT 1 FROM delivery_queue d WHERE d.endpoint_id = $4 AND d.message_id = m.id
 		                  AND d.status IN ('succeeded', 'pending'))
 		ORDER BY m.position LIMIT $5`, since, until, filter, endpointID, MaxRecover)
 	if err != nil {

@@ -7,11 +7,13 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
@@ -103,7 +105,9 @@ func NewDispatcher(config DispatcherConfig) *Dispatcher {
 	return &Dispatcher{config: config}
 }
 
-// claimed is one delivery a dispatcher holds while it sends it.
+// claimed is one message a dispatcher holds while it sends it: a pending
+// delivery that came due, or a message read from the feed after the
+// endpoint's place (feed), which has no delivery row until its record.
 type claimed struct {
 	messageID      string
 	createdAt      time.Time // the message's, its partition key
@@ -112,6 +116,14 @@ type claimed struct {
 	seriesAttempts int
 	trigger        string
 	body           []byte
+
+	feed     bool
+	typ      string
+	sequence int64
+	position int64
+	// held: an earlier message of its object is pending at the endpoint,
+	// so it is not sent but recorded pending, waiting for that one.
+	held bool
 }
 
 // Timeout is the longest one attempt takes.
@@ -122,10 +134,14 @@ func (s *Sender) Timeout() time.Duration { return s.timeout }
 // endpoint's in-flight slots.
 type dispatch struct {
 	endpointID string
-	mu         sync.Mutex // the connection, claims and inFlight
+	mu         sync.Mutex // the connection, claims, inFlight and feeding
 	conn       *pgxpool.Conn
 	inFlight   map[string]bool // claimed and not yet recorded
 	sending    chan struct{}   // a slot per request in flight
+	// feeding: a lane holds messages read from the feed and not recorded
+	// yet. One feed batch at a time: its record moves the endpoint's place
+	// past it, so the next one reads after it.
+	feeding bool
 }
 
 // Dispatch sends endpoint endpointID's due messages until none is left or
@@ -210,31 +226,77 @@ func (d *Dispatcher) lane(ctx context.Context, rc *river.Client[pgx.Tx], run *di
 			return attempts, nil // the next job goes on
 		}
 		e, batch, err := d.claim(ctx, run)
-		if err != nil || len(batch) == 0 {
+		if err != nil || len(batch.claims) == 0 {
 			return attempts, err
 		}
-		results := d.send(ctx, e, batch, run.sending)
+		results := d.send(ctx, e, batch.claims, run.sending)
 		err = d.record(context.WithoutCancel(ctx), rc, e, batch, results)
 		run.mu.Lock()
-		for _, c := range batch {
+		for _, c := range batch.claims {
 			delete(run.inFlight, c.messageID)
+		}
+		if batch.fed {
+			run.feeding = false
 		}
 		run.mu.Unlock()
 		if err != nil {
 			return attempts, err
 		}
 		for _, r := range results {
-			if !r.unsent {
+			if r.attempted() {
 				attempts++
 			}
 		}
 	}
 }
 
+// claimBatch is what one claim took: pending deliveries that came due and,
+// when fed, the messages read from the feed up to feedThrough, the place
+// the endpoint moves to when the batch is recorded.
+type claimBatch struct {
+	claims      []claimed
+	fed         bool
+	feedThrough int64
+}
+
+// feedClaim reads up to $2 ($3 while it is failing) messages of endpoint $1's types placed after its
+// place and not handed to it yet (a resend or a recovery may have given
+// one a delivery already), with their bodies, each marked held when an
+// earlier message of its object is pending there. One row at least: the
+// endpoint's place and the feed's last position come with it, and with
+// the messages, if any.
+const feedClaim = `
+	WITH e AS (
+		SELECT handed_through, event_types, created_at,
+			-- A failing endpoint reads a lane's share only (see the due
+			-- messages' claim).
+			CASE WHEN failing_since IS NULL THEN $2::bigint ELSE $3::bigint END AS lim
+		FROM endpoints WHERE id = $1),
+	top AS (SELECT last_position FROM message_sequencer),
+	m AS (
+		SELECT m.id, m.created_at, m.type, m.aggregate_type || '/' || m.aggregate_id AS aggregate,
+			m.sequence, m.position, m.body
+		FROM messages m
+		-- Scalar subqueries, not a join with e: their values bound the
+		-- scan of the position index, where a join's would only filter
+		-- every message from the start of the feed.
+		WHERE m.position > (SELECT handed_through FROM e) AND m.position <= (SELECT last_position FROM top)
+		  AND m.created_at >= (SELECT created_at FROM e)
+		  AND (SELECT event_types FROM e) && ARRAY['*', m.type]
+		  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = $1 AND d.message_id = m.id)
+		ORDER BY m.position LIMIT (SELECT lim FROM e))
+	SELECT (SELECT handed_through FROM e), (SELECT lim FROM e), (SELECT last_position FROM top),
+		m.id, m.created_at, m.type, m.aggregate, m.sequence, m.position, m.body,
+		EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = $1 AND p.aggregate = m.aggregate AND p.status = 'pending')
+	FROM (SELECT) one LEFT JOIN m ON true
+	ORDER BY m.position`
+
 // claim takes up to a lane's share of the endpoint's due messages that no
-// lane is sending, each the earliest pending of its object there, and
-// reads their bodies: one round trip, on the lock's connection.
-func (d *Dispatcher) claim(ctx context.Context, run *dispatch) (Endpoint, []claimed, error) {
+// lane is sending, each the earliest pending of its object there, and,
+// when no other lane holds a feed batch, the messages after the endpoint's
+// place in the feed: one round trip, on the lock's connection, and one
+// more for the due messages' bodies.
+func (d *Dispatcher) claim(ctx context.Context, run *dispatch) (Endpoint, claimBatch, error) {
 	run.mu.Lock()
 	defer run.mu.Unlock()
 	share := max(1, d.config.MaxInFlight/dispatchLanes)
@@ -245,10 +307,10 @@ func (d *Dispatcher) claim(ctx context.Context, run *dispatch) (Endpoint, []clai
 	batch := &pgx.Batch{}
 	batch.Queue(`SELECT `+endpointColumns+` FROM endpoints WHERE id = $1`, run.endpointID)
 	// The due messages are the heads of their objects' queues here:
-	// the fan-out, the records and the requeues keep every other
-	// pending message of an object at 'infinity' (releaseHeads), so no
-	// check against its predecessors is needed, and none can turn into
-	// a scan of the queue per row when the statistics are stale.
+	// the records and the requeues keep every other pending message of an
+	// object at 'infinity' (releaseHeads), so no check against its
+	// predecessors is needed, and none can turn into a scan of the queue
+	// per row when the statistics are stale.
 	batch.Queue(`
 		SELECT d.message_id, d.message_created_at, d.aggregate, d.attempts, d.series_attempts, d.series_trigger
 		FROM deliveries d
@@ -260,98 +322,226 @@ func (d *Dispatcher) claim(ctx context.Context, run *dispatch) (Endpoint, []clai
 		-- database for nothing while the endpoint is down.
 		LIMIT CASE WHEN (SELECT e.failing_since FROM endpoints e WHERE e.id = $1) IS NULL THEN $3::bigint ELSE $4::bigint END`,
 		run.endpointID, sending, claimFactor*share, share)
+	feeds := !run.feeding
+	if feeds {
+		// The feed batch may fill every slot: one lane reads the feed at a
+		// time.
+		batch.Queue(feedClaim, run.endpointID, claimFactor*d.config.MaxInFlight, share)
+	}
 	results := run.conn.SendBatch(ctx, batch)
 	e, err := scanEndpoint(results.QueryRow())
-	var claims []claimed
+	var (
+		claims  []claimed
+		fed     []claimed
+		placed  *int64
+		through int64
+	)
 	if err == nil {
-		var rows pgx.Rows
-		rows, err = results.Query()
-		if err == nil {
-			claims, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
-				var c claimed
-				err := row.Scan(&c.messageID, &c.createdAt, &c.aggregate, &c.attempts, &c.seriesAttempts, &c.trigger)
-				return c, err
-			})
-		}
+		claims, err = collectDue(results)
+	}
+	if err == nil && feeds {
+		fed, placed, through, err = collectFeed(results)
 	}
 	if closeErr := results.Close(); err == nil {
 		err = closeErr
 	}
 	switch {
 	case errors.Is(err, ErrEndpointNotFound):
-		return Endpoint{}, nil, nil // deleted meanwhile: nothing to send
+		return Endpoint{}, claimBatch{}, nil // deleted meanwhile: nothing to send
 	case err != nil:
-		return Endpoint{}, nil, fmt.Errorf("claim deliveries of %s: %w", run.endpointID, err)
-	case e.Status != StatusEnabled || len(claims) == 0:
-		return e, nil, nil
+		return Endpoint{}, claimBatch{}, fmt.Errorf("claim deliveries of %s: %w", run.endpointID, err)
+	case e.Status != StatusEnabled:
+		return e, claimBatch{}, nil
 	}
-	ids, created := make([]string, len(claims)), make([]time.Time, len(claims))
-	for i, c := range claims {
-		ids[i], created[i] = c.messageID, c.createdAt
+	if len(fed) == 0 && placed != nil && through > *placed {
+		// Nothing of its types in what was placed since: the endpoint's
+		// place moves past it at once.
+		if _, err := run.conn.Exec(ctx, `UPDATE endpoints SET handed_through = greatest(handed_through, $2) WHERE id = $1`,
+			run.endpointID, through); err != nil {
+			return Endpoint{}, claimBatch{}, fmt.Errorf("move %s past messages not of its types: %w", run.endpointID, err)
+		}
 	}
-	bodies, err := outbox.Bodies(ctx, run.conn, ids, created)
+	if len(claims) > 0 {
+		ids, created := make([]string, len(claims)), make([]time.Time, len(claims))
+		for i, c := range claims {
+			ids[i], created[i] = c.messageID, c.createdAt
+		}
+		bodies, err := outbox.Bodies(ctx, run.conn, ids, created)
+		if err != nil {
+			return Endpoint{}, claimBatch{}, fmt.Errorf("claim deliveries of %s: %w", run.endpointID, err)
+		}
+		for i := range claims {
+			claims[i].body = bodies[claims[i].messageID]
+		}
+	}
+	out := claimBatch{claims: append(claims, fed...)}
+	if len(fed) > 0 {
+		out.fed, out.feedThrough = true, through
+		run.feeding = true
+	}
+	for _, c := range out.claims {
+		run.inFlight[c.messageID] = true
+	}
+	return e, out, nil
+}
+
+func collectDue(results pgx.BatchResults) ([]claimed, error) {
+	rows, err := results.Query()
 	if err != nil {
-		return Endpoint{}, nil, fmt.Errorf("claim deliveries of %s: %w", run.endpointID, err)
+		return nil, err
 	}
-	for i := range claims {
-		claims[i].body = bodies[claims[i].messageID]
-		run.inFlight[claims[i].messageID] = true
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
+		var c claimed
+		err := row.Scan(&c.messageID, &c.createdAt, &c.aggregate, &c.attempts, &c.seriesAttempts, &c.trigger)
+		return c, err
+	})
+}
+
+// collectFeed reads feedClaim's rows: the messages, the endpoint's place
+// (nil when it was deleted meanwhile), and the place the batch moves it to:
+// its last message's when it is full (more may follow), else the feed's
+// last position.
+func collectFeed(results pgx.BatchResults) (msgs []claimed, placed *int64, through int64, err error) {
+	rows, err := results.Query()
+	if err != nil {
+		return nil, nil, 0, err
 	}
-	return e, claims, nil
+	defer rows.Close()
+	var limit, top *int64
+	for rows.Next() {
+		var (
+			id, typ, aggregate *string
+			created            *time.Time
+			sequence, position *int64
+			body               []byte
+			held               bool
+		)
+		if err := rows.Scan(&placed, &limit, &top, &id, &created, &typ, &aggregate, &sequence, &position, &body, &held); err != nil {
+			return nil, nil, 0, err
+		}
+		if id == nil {
+			continue // the one row of an empty read
+		}
+		msgs = append(msgs, claimed{
+			messageID: *id, createdAt: *created, aggregate: *aggregate, trigger: "scheduled", body: body,
+			feed: true, typ: *typ, sequence: *sequence, position: *position, held: held,
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, 0, err
+	}
+	if placed == nil {
+		return nil, nil, 0, nil // deleted meanwhile
+	}
+	through = *top
+	if int64(len(msgs)) == *limit {
+		through = msgs[len(msgs)-1].position
+	}
+	return msgs, placed, through, nil
 }
 
 // send makes one attempt of each claimed message, in parallel, at most
-// cap(sending) at a time across the endpoint's lanes. A message that finds
-// no free slot within one attempt's time (the endpoint is slow) is
-// returned unsent, due again at once, so that a batch never takes longer
-// than one attempt.
+// cap(sending) at a time across the endpoint's lanes, except that the feed
+// messages of one object go one after the other, each once the one before
+// it succeeded (a message is never sent before its object's earlier ones
+// settled there). A message that finds no free slot within one attempt's
+// time (the endpoint is slow) is returned unsent, so that a batch never
+// takes longer than one attempt; the object's messages after one not sent
+// or not delivered, and the held ones, are returned behind it, unsent.
 func (d *Dispatcher) send(ctx context.Context, e Endpoint, batch []claimed, sending chan struct{}) []sendResult {
 	results := make([]sendResult, len(batch))
 	wait, cancel := context.WithTimeout(ctx, d.config.Sender.Timeout())
 	defer cancel()
-	var wg sync.WaitGroup
+	var (
+		order  []string
+		groups = map[string][]int{}
+	)
 	for i, c := range batch {
-		select {
-		case sending <- struct{}{}:
-		case <-wait.Done():
-			for j := i; j < len(batch); j++ {
-				results[j].unsent = true
-			}
-			wg.Wait()
-			return results
+		switch {
+		case c.held:
+			results[i].behind = true
+			continue
+		case !c.feed:
+			order = append(order, c.messageID) // a due delivery: the head of its object's queue
+			groups[c.messageID] = []int{i}
+			continue
 		}
+		if _, ok := groups["\x00"+c.aggregate]; !ok {
+			order = append(order, "\x00"+c.aggregate)
+		}
+		groups["\x00"+c.aggregate] = append(groups["\x00"+c.aggregate], i)
+	}
+	var wg sync.WaitGroup
+	for _, key := range order {
 		wg.Go(func() {
-			defer func() { <-sending }()
-			now := time.Now()
-			results[i].Result = d.config.Sender.Send(ctx, Request{
-				URL: e.URL, MessageID: c.messageID, Body: c.body, Secrets: e.SigningSecrets(now), Now: now,
-			})
+			for n, i := range groups[key] {
+				select {
+				case sending <- struct{}{}:
+				case <-wait.Done():
+					results[i].unsent = true
+				}
+				if !results[i].unsent {
+					c, now := batch[i], time.Now()
+					results[i].Result = d.config.Sender.Send(ctx, Request{
+						URL: e.URL, MessageID: c.messageID, Body: c.body, Secrets: e.SigningSecrets(now), Now: now,
+					})
+					<-sending
+				}
+				if results[i].unsent || !results[i].Succeeded() {
+					for _, j := range groups[key][n+1:] {
+						results[j].behind = true
+					}
+					return
+				}
+			}
 		})
 	}
 	wg.Wait()
 	return results
 }
 
-// sendResult is one claimed message's attempt, or none (unsent).
+// sendResult is one claimed message's attempt, or none: unsent (no slot
+// in time), or behind an earlier message of its object that is pending.
 type sendResult struct {
 	Result
 	unsent bool
+	behind bool
 }
 
+func (r sendResult) attempted() bool { return !r.unsent && !r.behind }
+
 // record writes, in one transaction, every attempt of batch with what
-// comes next: the delivery settled, or its next attempt scheduled; the
-// next message of an object released once its predecessor settled; the
-// endpoint's health, disabled at a 410 or after failing for DisableAfter,
-// with ops told by email.
-func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e Endpoint, claims []claimed, results []sendResult) error {
+// comes next: the delivery settled, or its next attempt scheduled; a feed
+// message's delivery row, written here once with its first outcome (or
+// pending, when it was not sent), and the endpoint's place moved past the
+// feed batch; the next message of an object released once its predecessor
+// settled; the endpoint's health, disabled at a 410 or after failing for
+// DisableAfter, with ops told by email.
+func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e Endpoint, cb claimBatch, results []sendResult) error {
 	now := time.Now()
 	var (
 		batch []claimed
 		sent  []Result
+		fed   feedRows
+		held  []string
 	)
-	for i, c := range claims {
-		if !results[i].unsent { // an unsent one is simply due again
-			batch, sent = append(batch, c), append(sent, results[i].Result)
+	for i, c := range cb.claims {
+		r := results[i]
+		switch {
+		case c.feed && !r.attempted():
+			next := pgtype.Timestamptz{Time: now, Valid: true} // unsent: due again at once
+			if r.behind {
+				// Released when the one before it settles.
+				next = pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}
+			}
+			if c.held {
+				held = append(held, c.aggregate)
+			}
+			fed.add(c, string(DeliveryPending), 0, next, nil, nil, nil)
+		case r.unsent:
+			// A due delivery not sent is simply due again.
+		default:
+			batch, sent = append(batch, c), append(sent, r.Result)
 		}
 	}
 	n := len(batch)
@@ -362,6 +552,7 @@ func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e End
 		next                                  = make([]time.Time, n)
 		at                                    = make([]time.Time, n)
 		settled                               []string
+		due                                   dueRows
 		anySuccess, anyFailure, gone          bool
 	)
 	for i, c := range batch {
@@ -396,34 +587,68 @@ func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e End
 			}
 			statuses[i], next[i] = string(DeliveryPending), now.Add(delay)
 		}
+		if c.feed {
+			fed.add(c, statuses[i], attempts[i], pgtype.Timestamptz{Time: next[i], Valid: true}, &at[i], codes[i], errs[i])
+		} else {
+			due.add(i)
+		}
 		if d.config.Metrics != nil {
 			d.config.Metrics.attempt(r)
 		}
 	}
-	return pgx.BeginFunc(ctx, d.config.Pool, func(tx pgx.Tx) error {
-		batch := &pgx.Batch{}
-		batch.Queue(lazyCommitSQL)
-		batch.Queue(`
-			INSERT INTO delivery_attempts (endpoint_id, message_id, attempt, trigger, at, duration_ms, response_status,
-				response_body, error)
-			SELECT $1, a.id, a.attempt, a.trigger, a.at, a.duration, a.code, a.body, a.error
-			FROM unnest($2::text[], $3::int[], $4::text[], $5::timestamptz[], $6::int[], $7::int[], $8::text[], $9::text[])
-				AS a(id, attempt, trigger, at, duration, code, body, error)
-			WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = $1 AND d.message_id = a.id)`,
-			e.ID, ids, attempts, triggers, at, durations, codes, bodies, errs)
-		batch.Queue(`
-			UPDATE deliveries d SET status = u.status, attempts = u.attempt, series_attempts = u.series,
-				next_attempt_at = u.next, last_attempt_at = u.at,
-				response_status = u.code, error = u.error
-			FROM unnest($2::text[], $3::text[], $4::int[], $5::int[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[])
-				AS u(id, status, attempt, series, next, at, code, error)
-			WHERE d.endpoint_id = $1 AND d.message_id = u.id`,
-			e.ID, ids, statuses, attempts, series, next, at, codes, errs)
+	err := pgx.BeginFunc(ctx, d.config.Pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(lazyCommitSQL)
+		if cb.fed {
+			// First: the endpoint's row lock keeps it from being deleted
+			// until the rows below are in (their foreign key), and a
+			// deleted one gets none (the EXISTS below).
+			b.Queue(`UPDATE endpoints SET handed_through = greatest(handed_through, $2) WHERE id = $1`, e.ID, cb.feedThrough)
+		}
+		if len(fed.ids) > 0 {
+			// Before the attempts, which belong to a delivery row.
+			b.Queue(`
+				INSERT INTO deliveries (endpoint_id, message_id, message_created_at, type, aggregate, sequence, position,
+					status, attempts, series_attempts, next_attempt_at, last_attempt_at, response_status, error)
+				SELECT $1, f.id, f.created_at, f.type, f.aggregate, f.sequence, f.position,
+					f.status, f.attempts, f.attempts, f.next, f.at, f.code, f.error
+				FROM unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
+					$8::text[], $9::int[], $10::timestamptz[], $11::timestamptz[], $12::int[], $13::text[])
+					AS f(id, created_at, type, aggregate, sequence, position, status, attempts, next, at, code, error)
+				WHERE EXISTS (SELECT 1 FROM endpoints WHERE id = $1)
+				ORDER BY f.position
+				-- A resend or a recovery gave it a delivery meanwhile: that
+				-- one stands.
+				ON CONFLICT (endpoint_id, message_id) DO NOTHING`,
+				e.ID, fed.ids, fed.created, fed.types, fed.aggregates, fed.sequences, fed.positions,
+				fed.statuses, fed.attempts, fed.next, fed.at, fed.codes, fed.errs)
+		}
+		if n > 0 {
+			b.Queue(`
+				INSERT INTO delivery_attempts (endpoint_id, message_id, attempt, trigger, at, duration_ms, response_status,
+					response_body, error)
+				SELECT $1, a.id, a.attempt, a.trigger, a.at, a.duration, a.code, a.body, a.error
+				FROM unnest($2::text[], $3::int[], $4::text[], $5::timestamptz[], $6::int[], $7::int[], $8::text[], $9::text[])
+					AS a(id, attempt, trigger, at, duration, code, body, error)
+				WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = $1 AND d.message_id = a.id)`,
+				e.ID, ids, attempts, triggers, at, durations, codes, bodies, errs)
+		}
+		if len(due) > 0 {
+			b.Queue(`
+				UPDATE deliveries d SET status = u.status, attempts = u.attempt, series_attempts = u.series,
+					next_attempt_at = u.next, last_attempt_at = u.at,
+					response_status = u.code, error = u.error
+				FROM unnest($2::text[], $3::text[], $4::int[], $5::int[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[])
+					AS u(id, status, attempt, series, next, at, code, error)
+				WHERE d.endpoint_id = $1 AND d.message_id = u.id`,
+				e.ID, pick(due, ids), pick(due, statuses), pick(due, attempts), pick(due, series), pick(due, next), pick(due, at),
+				pick(due, codes), pick(due, errs))
+		}
 		if len(settled) > 0 {
 			// The next pending message of each settled object goes now.
-			batch.Queue(releaseHeads, settled, e.ID)
+			b.Queue(releaseHeads, settled, e.ID)
 		}
-		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("record %d attempts at %s: %w", len(ids), e.ID, err)
 		}
 		if n == 0 {
@@ -431,6 +656,45 @@ func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e End
 		}
 		return d.health(ctx, tx, rc, e, anySuccess, anyFailure, gone)
 	})
+	if err != nil || len(held) == 0 {
+		return err
+	}
+	// Those held behind a delivery that a concurrent record settled: that
+	// record could not see them.
+	return Release(ctx, d.config.Pool, slices.Compact(slices.Sorted(slices.Values(held))))
+}
+
+// feedRows are the delivery rows a record writes for feed messages.
+type feedRows struct {
+	ids, types, aggregates, statuses []string
+	created                          []time.Time
+	next                             []pgtype.Timestamptz
+	at                               []*time.Time
+	sequences, positions             []int64
+	attempts                         []int32
+	codes                            []*int32
+	errs                             []*string
+}
+
+func (f *feedRows) add(c claimed, status string, attempts int32, next pgtype.Timestamptz, at *time.Time, code *int32, errText *string) {
+	f.ids, f.types, f.aggregates, f.statuses = append(f.ids, c.messageID), append(f.types, c.typ), append(f.aggregates, c.aggregate), append(f.statuses, status)
+	f.created, f.next, f.at = append(f.created, c.createdAt), append(f.next, next), append(f.at, at)
+	f.sequences, f.positions = append(f.sequences, c.sequence), append(f.positions, c.position)
+	f.attempts, f.codes, f.errs = append(f.attempts, attempts), append(f.codes, code), append(f.errs, errText)
+}
+
+// dueRows are the indexes, in a record's arrays, of the due deliveries.
+type dueRows []int
+
+func (d *dueRows) add(i int) { *d = append(*d, i) }
+
+// pick returns the elements of s at d's indexes.
+func pick[T any](d dueRows, s []T) []T {
+	out := make([]T, len(d))
+	for k, i := range d {
+		out[k] = s[i]
+	}
+	return out
 }
 
 // health records the endpoint's standing after a batch: a success clears
@@ -485,7 +749,7 @@ func (d *Dispatcher) health(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx
 // lazyCommitSQL lets a delivery transaction commit without waiting for its
 // WAL to reach the disk (synchronous_commit off, for that transaction
 // only). Delivery is at least once: a crash that loses the last
-// milliseconds of claims, records or fan-out sends those messages again
+// milliseconds of records, or of an endpoint's place, sends those messages again
 // under the same webhook-id, which consumers deduplicate; nothing is
 // lost, since the messages themselves were written durably with their
 // change. Waiting for a flush at every claim and record instead held an

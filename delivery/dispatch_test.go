@@ -155,7 +155,7 @@ func (b *testBundle) pending(t *testing.T, endpointID string) int {
 	t.Helper()
 	var n int
 	require.NoError(t, b.pool.QueryRow(t.Context(),
-		`SELECT count(*) FROM deliveries WHERE endpoint_id = $1 AND status = 'pending'`, endpointID).Scan(&n))
+		`SELECT count(*) FROM delivery_queue WHERE endpoint_id = $1 AND status = 'pending'`, endpointID).Scan(&n))
 	return n
 }
 

@@ -179,8 +179,15 @@ func (s *Store) Create(ctx context.Context, n NewEndpoint) (Endpoint, error) {
 	if err != nil {
 		return Endpoint{}, err
 	}
+	// An endpoint gets the messages created from its creation on. Its place
+	// starts at the end of the feed, or before the first message placed
+	// already that is as new as it (one created by a transaction that began
+	// after this one and was placed meanwhile).
 	e, err := scanEndpoint(s.pool.QueryRow(ctx, `
-		INSERT INTO endpoints (id, url, event_types, description, secret) VALUES ($1, $2, $3, $4, $5)
+		INSERT INTO endpoints (id, url, event_types, description, secret, handed_through)
+		VALUES ($1, $2, $3, $4, $5, least(
+			(SELECT last_position FROM message_sequencer),
+			(SELECT min(position) - 1 FROM messages WHERE position IS NOT NULL AND created_at >= now())))
 		RETURNING `+endpointColumns, newEndpointID(), n.URL, types, desc, secret))
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("create endpoint: %w", err)

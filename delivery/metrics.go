@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -39,9 +40,9 @@ func NewMetrics(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logg
 			unplaced: prometheus.NewDesc("paygate_messages_unplaced",
 				"Messages committed and not yet placed in the feed by the sequencer.", nil, nil),
 			unfanned: prometheus.NewDesc("paygate_delivery_fanout_backlog_messages",
-				"Messages placed in the feed and not yet given to the endpoints.", nil, nil),
+				"Messages placed in the feed after the place of the enabled endpoint furthest behind.", nil, nil),
 			unfannedAge: prometheus.NewDesc("paygate_delivery_fanout_backlog_seconds",
-				"Age of the oldest message placed in the feed and not yet given to the endpoints.", nil, nil),
+				"Age of the oldest message placed in the feed after the place of the enabled endpoint furthest behind.", nil, nil),
 		},
 	}
 	for _, r := range []string{"succeeded", "gone", "rejected", "error"} {
@@ -89,13 +90,13 @@ func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	if n, _, err := outbox.Unplaced(ctx, c.pool); err == nil {
 		ch <- prometheus.MustNewConstMetric(c.unplaced, prometheus.GaugeValue, float64(n))
 	}
-	if n, age, err := outbox.RelayLag(ctx, c.pool, relayName); err == nil {
+	if n, age, err := handOutLag(ctx, c.pool); err == nil {
 		ch <- prometheus.MustNewConstMetric(c.unfanned, prometheus.GaugeValue, float64(n))
 		ch <- prometheus.MustNewConstMetric(c.unfannedAge, prometheus.GaugeValue, age)
 	}
 	rows, err := c.pool.Query(ctx, `
 		SELECT e.id, count(d.message_id), coalesce(extract(epoch FROM now() - min(d.message_created_at)), 0)::float8
-		FROM endpoints e LEFT JOIN deliveries d ON d.endpoint_id = e.id AND d.status = 'pending'
+		FROM endpoints e LEFT JOIN delivery_queue d ON d.endpoint_id = e.id AND d.status = 'pending'
 		GROUP BY e.id`)
 	if err != nil {
 		c.logger.Warn("delivery metrics: read pending deliveries", "error", err.Error())
@@ -114,4 +115,20 @@ func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(n), id)
 		ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, age, id)
 	}
+}
+
+// handOutLag is how far the enabled endpoint furthest behind is in the
+// feed: the messages placed after its place, and the age in seconds of the
+// oldest of them.
+func handOutLag(ctx context.Context, q Querier) (count int64, oldestSeconds float64, err error) {
+	err = q.QueryRow(ctx, `
+		SELECT count(*), coalesce(extract(epoch FROM now() - min(m.created_at)), 0)::float8
+		FROM messages m
+		WHERE m.position > (SELECT coalesce(min(e.handed_through), (SELECT last_position FROM message_sequencer))
+		                    FROM endpoints e WHERE e.status = 'enabled')`).
+		Scan(&count, &oldestSeconds)
+	if err != nil {
+		return 0, 0, fmt.Errorf("hand-out lag of the endpoints: %w", err)
+	}
+	return count, oldestSeconds, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -65,19 +64,14 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 	return err
 }
 
-// relayName is the endpoints' fan-out's place in the feed.
-const relayName = "endpoints"
-
-// fanOutBatch is how many messages one fan-out transaction hands on.
-const fanOutBatch = 1000
-
-// Relay moves messages from the outbox to the endpoints: it places new
-// messages in the feed (outbox.Sequence), gives each to the endpoints
-// subscribed to its type (a delivery each, in the transaction that
-// advances the relay's place, so none is given twice or skipped), and
-// queues a dispatcher for every endpoint with messages due. It wakes when
-// a transaction writes messages (outbox.Channel) and every Interval, for
-// retries that come due; any number of instances may run one.
+// Relay places new messages in the feed (outbox.Sequence) and queues a
+// dispatcher for every endpoint with messages to send: placed after its
+// place in the feed, or pending and due. Each endpoint's dispatcher reads
+// the feed from its own place and writes a message's delivery row with its
+// first outcome (Dispatcher), so no row is written per message before it
+// is sent. The relay wakes when a transaction writes messages
+// (outbox.Channel) and every Interval, for retries that come due; any
+// number of instances may run one.
 type Relay struct {
 	config RelayConfig
 	swept  time.Time // the last Release of every held message
@@ -167,30 +161,17 @@ func (r *Relay) stepLogged(ctx context.Context) {
 	}
 }
 
-// Step places every committed message in the feed, fans them all out,
-// queues the dispatchers of the endpoints with messages due, and runs
-// AfterStep.
+// Step places every committed message in the feed, lets go the messages
+// held behind settled ones that a record could not see (every
+// sweepEvery), queues the dispatchers of the endpoints with messages to
+// send, and runs AfterStep.
 func (r *Relay) Step(ctx context.Context) error {
 	for {
-		n, err := outbox.Sequence(ctx, r.config.Pool, 10*fanOutBatch)
+		n, err := outbox.Sequence(ctx, r.config.Pool, sequenceBatch)
 		if err != nil {
 			return err
 		}
-		if n < 10*fanOutBatch {
-			break
-		}
-	}
-	for {
-		n, aggregates, err := FanOut(ctx, r.config.Pool, fanOutBatch)
-		if err != nil {
-			return err
-		}
-		// Those held behind a message a record settled while this batch
-		// was being fanned out (the record could not see them).
-		if err := Release(ctx, r.config.Pool, aggregates); err != nil {
-			return err
-		}
-		if n < fanOutBatch {
+		if n < sequenceBatch {
 			break
 		}
 	}
@@ -209,20 +190,27 @@ func (r *Relay) Step(ctx context.Context) error {
 	return nil
 }
 
+// kickLookahead is how far past an endpoint's place Kick looks for a
+// message of its types.
+const kickLookahead = 256
+
+// sequenceBatch is how many messages one sequencer transaction places.
+const sequenceBatch = 10_000
+
 // stepRest is the least time between two steps woken by notifications: a
 // message waits at most this much longer to leave.
 const stepRest = 100 * time.Millisecond
 
 // sweepEvery is how often a relay looks at every held message, not only
-// those of the batch it just fanned out.
+// those a record held.
 const sweepEvery = 10 * time.Second
 
 // Release lets go, at once, every message of aggregates (every object when
 // nil) held at 'infinity' behind an earlier message of its object that is
-// no longer pending at that endpoint. The fan-out and the dispatchers'
-// records do not lock each other out: a record that settles a message
-// cannot see a successor a concurrent fan-out has not committed yet, so
-// that successor is released here, after the fan-out committed.
+// no longer pending at that endpoint. Records do not lock each other out:
+// a record that settles a message cannot see a successor a concurrent
+// record is holding behind it, so that successor is released here, after
+// the holding record committed.
 func Release(ctx context.Context, pool *pgxpool.Pool, aggregates []string) error {
 	if aggregates != nil && len(aggregates) == 0 {
 		return nil
@@ -234,85 +222,24 @@ func Release(ctx context.Context, pool *pgxpool.Pool, aggregates []string) error
 	return nil
 }
 
-// FanOut hands up to limit placed messages after the relay's place to the
-// endpoints subscribed to their types (created before the message), in one
-// transaction with the relay's move, and returns how many messages it
-// read (0 when another instance is fanning out) and their objects.
-func FanOut(ctx context.Context, pool *pgxpool.Pool, limit int) (int, []string, error) {
-	var (
-		n    int
-		aggs []string
-	)
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := lazyCommit(ctx, tx); err != nil {
-			return err
-		}
-		from, err := outbox.LockRelayTx(ctx, tx, relayName)
-		if errors.Is(err, outbox.ErrRelayBusy) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		msgs, err := outbox.ReadHeaders(ctx, tx, from, limit)
-		if err != nil || len(msgs) == 0 {
-			return err
-		}
-		n = len(msgs)
-		aggs = make([]string, n)
-		var (
-			ids, types      = make([]string, n), make([]string, n)
-			created         = make([]time.Time, n)
-			seqs, positions = make([]int64, n), make([]int64, n)
-		)
-		for i, m := range msgs {
-			ids[i], types[i], aggs[i] = m.ID, m.Type, string(m.AggregateType)+"/"+m.AggregateID
-			created[i], seqs[i], positions[i] = m.CreatedAt, m.Sequence, m.Position
-		}
-		// A message goes at once when it is the first of its object in the
-		// batch and nothing of its object is pending at the endpoint (what
-		// is pending there is older: messages are handed on in order);
-		// otherwise it waits at 'infinity' for the record that settles its
-		// predecessor. The pending objects are looked up once for the
-		// batch, by the order index.
-		if _, err := tx.Exec(ctx, `
-			WITH m AS (
-				SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
-					AS m(id, created_at, type, aggregate, sequence, position)
-			), waiting AS MATERIALIZED (
-				SELECT DISTINCT p.aggregate, p.endpoint_id FROM deliveries p
-				WHERE p.aggregate = ANY($4::text[]) AND p.status = 'pending'
-			)
-			INSERT INTO deliveries (endpoint_id, message_id, message_created_at, type, aggregate, sequence, position, next_attempt_at)
-			SELECT e.id, m.id, m.created_at, m.type, m.aggregate, m.sequence, m.position,
-				CASE WHEN row_number() OVER (PARTITION BY e.id, m.aggregate ORDER BY m.sequence) = 1 AND w.aggregate IS NULL
-				     THEN now() ELSE 'infinity' END
-			FROM m
-			JOIN endpoints e ON (e.event_types @> ARRAY['*'] OR e.event_types @> ARRAY[m.type]) AND e.created_at <= m.created_at
-			LEFT JOIN waiting w ON w.aggregate = m.aggregate AND w.endpoint_id = e.id
-			ORDER BY m.position
-			ON CONFLICT (endpoint_id, message_id) DO NOTHING`,
-			ids, created, types, aggs, seqs, positions); err != nil {
-			return err
-		}
-		aggs = slices.Compact(slices.Sorted(slices.Values(aggs)))
-		return outbox.AdvanceRelayTx(ctx, tx, relayName, msgs[n-1].Position)
-	})
-	if err != nil {
-		return 0, nil, fmt.Errorf("fan out messages: %w", err)
-	}
-	return n, aggs, nil
-}
-
-// Kick queues a dispatcher for every enabled endpoint with a message due;
-// one that has a dispatcher queued or running already is left to it (the
+// Kick queues a dispatcher for every enabled endpoint with messages to
+// send: of its types among the first kickLookahead placed after its place
+// in the feed, or pending and due; and for one more than kickLookahead
+// behind, whose dispatcher moves its place past what is not of its types.
+// One that has a dispatcher queued or running already is left to it (the
 // job is unique per endpoint).
 func Kick(ctx context.Context, pool *pgxpool.Pool, rc *river.Client[pgx.Tx]) error {
 	rows, err := pool.Query(ctx, `
-		SELECT e.id FROM endpoints e WHERE e.status = 'enabled' AND EXISTS (
-			SELECT 1 FROM deliveries d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= now())`)
+		SELECT e.id FROM endpoints e
+		WHERE e.status = 'enabled' AND (
+			EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= now())
+			OR EXISTS (
+				SELECT 1 FROM (SELECT m.type, m.created_at FROM messages m WHERE m.position > e.handed_through
+				               ORDER BY m.position LIMIT $1) m
+				WHERE m.created_at >= e.created_at AND (e.event_types @> ARRAY['*'] OR e.event_types @> ARRAY[m.type]))
+			OR e.handed_through < (SELECT last_position FROM message_sequencer) - $1)`, kickLookahead)
 	if err != nil {
-		return fmt.Errorf("find endpoints with messages due: %w", err)
+		return fmt.Errorf("find endpoints with messages to send: %w", err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil || len(ids) == 0 {

@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -97,10 +98,10 @@ func TestFanOutToDisabledEndpoint(t *testing.T) {
 	require.Equal(t, delivery.DeliverySucceeded, b.delivery(t, e.ID, m.ID).Status)
 }
 
-// TestFanOutOnce: fanning the same messages out again, from the start of
-// the feed or from two instances at once, gives no endpoint a message
-// twice and leaves settled deliveries as they are.
-func TestFanOutOnce(t *testing.T) {
+// TestHandOutOnce: an endpoint's place moved back to the start of the feed
+// gives it nothing twice and leaves settled deliveries as they are, and
+// dispatchers of one endpoint started at once send each message once.
+func TestHandOutOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	rcv := newReceiver(t)
@@ -108,49 +109,56 @@ func TestFanOutOnce(t *testing.T) {
 	first := message(t, "pi_o", 1, "payment.processing")
 	b.write(t, first, message(t, "pi_o", 2, "payment.succeeded"), message(t, "pi_p", 1, "payment.succeeded"))
 	b.step(t)
-	require.Len(t, b.deliveries(t, e.ID), 3)
-	require.Equal(t, 3, b.dispatch(t, e.ID), "pi_o's first and pi_p's, then pi_o's second once released")
-	n, _, err := delivery.FanOut(t.Context(), b.pool, 100)
-	require.NoError(t, err)
-	require.Zero(t, n, "nothing new")
+	require.Len(t, b.deliveries(t, e.ID), 3, "pending before they are sent")
+	require.Equal(t, 3, b.dispatch(t, e.ID), "pi_o's first and pi_p's, then pi_o's second after its first")
+	require.Zero(t, b.dispatch(t, e.ID), "nothing new")
 
-	_, err = b.pool.Exec(t.Context(), `UPDATE message_relays SET position = 0 WHERE name = 'endpoints'`)
+	_, err := b.pool.Exec(t.Context(), `UPDATE endpoints SET handed_through = 0 WHERE id = $1`, e.ID)
 	require.NoError(t, err)
-	n, _, err = delivery.FanOut(t.Context(), b.pool, 100)
-	require.NoError(t, err)
-	require.Equal(t, 3, n, "read again from the start")
+	require.Zero(t, b.dispatch(t, e.ID), "read again from the start, none sent again")
 	require.Len(t, b.deliveries(t, e.ID), 3)
 	require.Equal(t, delivery.DeliverySucceeded, b.delivery(t, e.ID, first.ID).Status)
 	require.Equal(t, 1, b.delivery(t, e.ID, first.ID).Attempts)
+	require.Equal(t, 1, rcv.count(first.ID))
 
 	var more []outbox.Message
 	for i := range 50 {
 		more = append(more, message(t, "pi_q", int64(i+1), "payment.succeeded"))
+		more = append(more, message(t, fmt.Sprintf("pi_r%d", i), 1, "payment.succeeded"))
 	}
 	b.write(t, more...)
-	_, err = outbox.Sequence(t.Context(), b.pool, 1000)
-	require.NoError(t, err)
+	b.step(t)
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			for {
-				n, _, err := delivery.FanOut(context.WithoutCancel(t.Context()), b.pool, 7)
-				if err != nil {
-					t.Error(err)
-				}
-				if n == 0 || err != nil {
-					return
-				}
+			if _, err := b.dispatcher.Dispatch(context.WithoutCancel(t.Context()), b.river, e.ID); err != nil {
+				t.Error(err)
 			}
 		})
 	}
 	wg.Wait()
-	b.step(t)
+	for b.dispatch(t, e.ID) > 0 {
+	}
 	var total, distinct int
 	require.NoError(t, b.pool.QueryRow(t.Context(),
-		`SELECT count(*), count(DISTINCT message_id) FROM deliveries WHERE endpoint_id = $1`, e.ID).Scan(&total, &distinct))
-	require.Equal(t, 53, total)
-	require.Equal(t, 53, distinct)
+		`SELECT count(*), count(DISTINCT message_id) FROM deliveries WHERE endpoint_id = $1 AND status = 'succeeded'`, e.ID).Scan(&total, &distinct))
+	require.Equal(t, 103, total)
+	require.Equal(t, 103, distinct)
+	for _, m := range more {
+		require.Equal(t, 1, rcv.count(m.ID), m.ID)
+	}
+	got := rcv.requests()
+	var seq []string
+	for _, r := range got {
+		if r.Payment == "pi_q" {
+			seq = append(seq, r.ID)
+		}
+	}
+	want := make([]string, 50)
+	for i := range 50 {
+		want[i] = more[2*i].ID
+	}
+	require.Equal(t, want, seq, "one object's messages in order")
 }
 
 // TestResend: a succeeded message sent again is pending on a manual series
@@ -355,4 +363,72 @@ func TestEndpointChangedMidSend(t *testing.T) {
 		require.Zero(t, b.dispatch(t, e.ID))
 		require.Len(t, rcv.requests(), 1)
 	})
+}
+
+// TestPlaceMovesPastOtherTypes: an endpoint far behind in the feed with
+// nothing of its types there is kicked once; its dispatcher sends nothing
+// and moves its place to the end of the feed, after which it is left
+// alone; a message of its types placed later is sent.
+func TestPlaceMovesPastOtherTypes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rcv := newReceiver(t)
+	e := b.endpoint(t, rcv.URL, "payment.refunded")
+	var msgs []outbox.Message
+	for i := range 300 {
+		msgs = append(msgs, message(t, fmt.Sprintf("pi_m%d", i), 1, "payment.succeeded"))
+	}
+	b.write(t, msgs...)
+	b.step(t)
+	require.Equal(t, 1, b.deliverJobs(t, e.ID), "more than the look-ahead behind")
+	require.Zero(t, b.dispatch(t, e.ID))
+	require.Empty(t, rcv.requests())
+	var place, last int64
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT handed_through, (SELECT last_position FROM message_sequencer)
+		FROM endpoints WHERE id = $1`, e.ID).Scan(&place, &last))
+	require.Equal(t, last, place, "moved past what is not of its types")
+	_, err := b.pool.Exec(t.Context(), `DELETE FROM river_job WHERE kind = 'deliver_endpoint'`)
+	require.NoError(t, err)
+	b.write(t, message(t, "pi_m0", 2, "payment.succeeded"))
+	b.step(t)
+	require.Zero(t, b.deliverJobs(t, e.ID), "nothing of its types ahead")
+
+	refunded := message(t, "pi_m1", 2, "payment.refunded")
+	b.write(t, refunded)
+	b.step(t)
+	require.Equal(t, 1, b.deliverJobs(t, e.ID))
+	require.Equal(t, 1, b.dispatch(t, e.ID))
+	require.Equal(t, 1, rcv.count(refunded.ID))
+}
+
+// TestPendingUntilRecorded: a message not sent yet is listed pending at
+// its endpoint, with no attempt and no delivery row of its own; its row is
+// written once, by the record of its first attempt.
+func TestPendingUntilRecorded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rcv := newReceiver(t)
+	e := b.endpoint(t, rcv.URL)
+	m := message(t, "pi_u", 1, "payment.succeeded")
+	b.write(t, m)
+	b.step(t)
+	var rows int
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT count(*) FROM deliveries`).Scan(&rows))
+	require.Zero(t, rows, "no row before the first attempt")
+	d := b.delivery(t, e.ID, m.ID)
+	require.Equal(t, delivery.DeliveryPending, d.Status)
+	require.Zero(t, d.Attempts)
+	require.NotNil(t, d.NextAttemptAt)
+	of, err := delivery.DeliveriesOfMessage(t.Context(), b.pool, m.ID)
+	require.NoError(t, err)
+	require.Len(t, of, 1)
+	require.Equal(t, delivery.DeliveryPending, of[0].Status)
+
+	require.Equal(t, 1, b.dispatch(t, e.ID))
+	var xminRow, xminAttempt string
+	require.NoError(t, b.pool.QueryRow(t.Context(), `
+		SELECT d.xmin::text, a.xmin::text FROM deliveries d JOIN delivery_attempts a USING (endpoint_id, message_id)
+		WHERE d.message_id = $1`, m.ID).Scan(&xminRow, &xminAttempt))
+	require.Equal(t, xminAttempt, xminRow, "written with its attempt")
+	require.Equal(t, delivery.DeliverySucceeded, b.delivery(t, e.ID, m.ID).Status)
 }

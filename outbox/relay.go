@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// A relay hands messages on elsewhere (the endpoints' fan-out, a broker) in
+// A relay hands messages on elsewhere (a broker) in
 // feed order, from a place of its own kept here: it locks its place, reads
 // after it, hands on what it read and advances, all in one transaction, so
 // a crash before the commit hands the same messages on again and none is

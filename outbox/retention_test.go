@@ -176,3 +176,40 @@ func TestRetention(t *testing.T) {
 	_, err = app.Exec(ctx, `DELETE FROM messages WHERE id = $1`, recent.ID)
 	require.ErrorContains(t, err, "permission denied", "messages leave by whole months only")
 }
+
+// TestRetentionKeepsWhatAnEndpointHasNotRead: a message of an endpoint's
+// types placed after its place in the feed is pending there, even with no
+// delivery row yet (a disabled endpoint reads nothing), and keeps its
+// month; once the endpoint's place is past it, the month goes.
+func TestRetentionKeepsWhatAnEndpointHasNotRead(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	owner, url := testdb.NewWithURL(t)
+	app := testdb.AppRole(t, url)
+	now := time.Now().UTC()
+	old := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC).AddDate(0, -2, 0)
+	createPastPartition(t, owner, old)
+	_, err := owner.Exec(ctx, `INSERT INTO endpoints (id, url, event_types, secret, status, created_at)
+		VALUES ('ep_1', 'https://merchant.example/hooks', '{payment.refunded}', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+		        'disabled', $1)`, old.AddDate(0, -1, 0))
+	require.NoError(t, err)
+	writeAt(t, app, "pi_other_type", old.Add(time.Hour))
+	refunded, err := outbox.New(outbox.AggregatePayment, "pi_refunded", 2, "payment.refunded", old.Add(2*time.Hour),
+		map[string]any{"payment": map[string]any{"id": "pi_refunded"}})
+	require.NoError(t, err)
+	require.NoError(t, pgx.BeginFunc(ctx, app, func(tx pgx.Tx) error {
+		return outbox.WriteTx(ctx, tx, []outbox.Message{refunded})
+	}))
+	_, err = outbox.Sequence(ctx, app, 100)
+	require.NoError(t, err)
+
+	dropped, err := outbox.DropExpired(ctx, app, now)
+	require.NoError(t, err)
+	require.Equal(t, []outbox.Dropped{{Partition: partitionName(old), Pending: 1}}, dropped, "the refund, not read yet")
+
+	_, err = owner.Exec(ctx, `UPDATE endpoints SET handed_through = (SELECT last_position FROM message_sequencer)`)
+	require.NoError(t, err)
+	dropped, err = outbox.DropExpired(ctx, app, now)
+	require.NoError(t, err)
+	require.Equal(t, []outbox.Dropped{{Partition: partitionName(old), Messages: 2}}, dropped)
+}

@@ -264,7 +264,7 @@ func (b *downstreamBundle) deliveries(endpointID string) map[string]deliveryRow 
 	rows, err := b.pool.Query(context.Background(), `
 		SELECT d.message_id, d.status, d.attempts,
 			(SELECT count(*) FROM delivery_attempts a WHERE a.endpoint_id = d.endpoint_id AND a.message_id = d.message_id)
-		FROM deliveries d WHERE d.endpoint_id = $1`, endpointID)
+		FROM delivery_queue d WHERE d.endpoint_id = $1`, endpointID)
 	require.NoError(b.t, err)
 	defer rows.Close()
 	out := map[string]deliveryRow{}
