@@ -67,7 +67,11 @@ func (w *applyWorld) books(t *testing.T) string {
 			string_agg(e.account || ':' || e.debit || '/' || e.credit, ',' ORDER BY e.id)
 			FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id GROUP BY t.id ORDER BY 1`,
 		`SELECT kind || ' ' || object_id || ' ' || status || ' ' || coalesce(recipient, '') || ' ' || data::text FROM email_outbox ORDER BY 1`,
-		`SELECT 'send_email jobs ' || count(*) FROM river_job WHERE kind = 'send_email'`,
+		// One job per email applied one by one, one per batch applied at
+		// once: what both must give is a job for every email.
+		`SELECT 'emails with a job ' || count(*) FROM email_outbox o WHERE EXISTS (SELECT FROM river_job j
+			WHERE (j.kind = 'send_email' AND (j.args->>'outbox_id')::bigint = o.id)
+			   OR (j.kind = 'send_emails' AND j.args->'outbox_ids' @> to_jsonb(o.id)))`,
 		`SELECT event_id || ' ' || status || ' ' || attempts || ' ' || (processed_at IS NOT NULL) FROM inbox_events ORDER BY 1`,
 	} {
 		rows, err := w.pool.Query(context.Background(), q)

@@ -60,7 +60,7 @@ var EmailKinds = []EmailKind{EmailPaymentReceipt, EmailRefundConfirmation, Email
 type EmailStatus string
 
 const (
-	EmailPending EmailStatus = "pending" // a send_email job is on its way
+	EmailPending EmailStatus = "pending" // a send_email or send_emails job is on its way
 	EmailSent    EmailStatus = "sent"    // the SMTP server accepted it
 	EmailSkipped EmailStatus = "skipped" // no recipient, or no SMTP server configured; Error says which
 	EmailFailed  EmailStatus = "failed"  // rejected permanently (5xx) or out of attempts; Error says why
@@ -214,7 +214,10 @@ func EnqueueEmailTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e 
 
 // EnqueueEmailsTx is EnqueueEmailTx for every email of emails, with one
 // outbox statement and one job insert however many there are: created[i]
-// reports whether this call recorded emails[i]'s intent. When emails
+// reports whether this call recorded emails[i]'s intent. The new pending
+// emails of one call share a send_emails job (SendEmailsWorker; several
+// past MaxEmailsPerJob), since each River job row costs three writes; a
+// lone one gets its send_email job, as from EnqueueEmailTx. When emails
 // repeats a (Kind, ObjectID), its first copy with a usable recipient (else
 // its first copy) is the one recorded and the others are reported not
 // created. Nothing is recorded when any email is
@@ -314,7 +317,7 @@ func EnqueueEmailsTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e
 	}
 	defer rows.Close()
 	created = make([]bool, len(emails))
-	var sends []river.InsertManyParams
+	var sends []int64
 	for rows.Next() {
 		var (
 			id     int64
@@ -326,7 +329,7 @@ func EnqueueEmailsTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e
 		}
 		created[first[k]] = true
 		if status == EmailPending {
-			sends = append(sends, river.InsertManyParams{Args: SendEmailArgs{OutboxID: id}})
+			sends = append(sends, id)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -339,11 +342,11 @@ func EnqueueEmailsTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e
 	}
 	if rc == nil {
 		if rc, err = river.ClientFromContextSafely[pgx.Tx](ctx); err != nil {
-			return nil, fmt.Errorf("enqueue send_email for %s: no River client given and none in the context: %w", what, err)
+			return nil, fmt.Errorf("enqueue sending of %s: no River client given and none in the context: %w", what, err)
 		}
 	}
-	if _, err := rc.InsertManyFastTx(ctx, tx, sends); err != nil {
-		return nil, fmt.Errorf("enqueue send_email for %s: %w", what, err)
+	if _, err := rc.InsertManyFastTx(ctx, tx, emailJobs(sends)); err != nil {
+		return nil, fmt.Errorf("enqueue sending of %s: %w", what, err)
 	}
 	return created, nil
 }

@@ -14,16 +14,42 @@ import (
 	"github.com/paygate/paygate/jobs"
 )
 
-// sendEmailJobs lists the send_email jobs as "<outbox id> <queue> <max
-// attempts> <priority> <state>", by outbox id.
-func (b *emailBundle) sendEmailJobs(t *testing.T) []string {
+// emailJobs lists the jobs that send emails, send_email and send_emails,
+// as "<kind> <outbox ids> <queue> <max attempts> <priority> <state>", by
+// job id.
+func (b *emailBundle) emailJobs(t *testing.T) []string {
 	t.Helper()
 	rows, err := b.pool.Query(context.Background(), `
-		SELECT format('%s %s %s %s %s', args->>'outbox_id', queue, max_attempts, priority, state)
-		FROM river_job WHERE kind = 'send_email' ORDER BY (args->>'outbox_id')::bigint`)
+		SELECT format('%s %s %s %s %s %s', kind, coalesce(args->>'outbox_id', args->>'outbox_ids'), queue, max_attempts, priority, state)
+		FROM river_job WHERE kind IN ('send_email', 'send_emails') ORDER BY id`)
 	require.NoError(t, err)
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
+	return out
+}
+
+// jobsPerOutboxRow counts, per outbox row, the send_email and send_emails
+// jobs that name it.
+func (b *emailBundle) jobsPerOutboxRow(t *testing.T) map[int64]int {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `
+		SELECT o.id, count(j.id) FROM email_outbox o
+		LEFT JOIN (
+			SELECT id, (args->>'outbox_id')::bigint AS outbox_id FROM river_job WHERE kind = 'send_email'
+			UNION ALL
+			SELECT id, jsonb_array_elements_text(args->'outbox_ids')::bigint FROM river_job WHERE kind = 'send_emails'
+		) j ON j.outbox_id = o.id
+		GROUP BY o.id`)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[int64]int{}
+	for rows.Next() {
+		var id int64
+		var n int
+		require.NoError(t, rows.Scan(&id, &n))
+		out[id] = n
+	}
+	require.NoError(t, rows.Err())
 	return out
 }
 
@@ -35,10 +61,11 @@ func (b *emailBundle) outboxID(t *testing.T, kind jobs.EmailKind, objectID strin
 	return id
 }
 
-// TestEnqueueEmailsTx: one call records each new intent once (pending with
-// a job, or skipped with its reason and no job), leaves intents recorded
-// before alone, records only the first of two copies, and inserts the very
-// job EnqueueEmailTx inserts.
+// TestEnqueueEmailsTx: one call records each new intent once (pending,
+// or skipped with its reason and no job), leaves intents recorded before
+// alone, records only the first of two copies, and sends its new pending
+// intents with one send_emails job, on the queue and with the attempts
+// of EnqueueEmailTx's send_email job.
 func TestEnqueueEmailsTx(t *testing.T) {
 	t.Parallel()
 	b := setupEmail(t, "")
@@ -92,21 +119,18 @@ func TestEnqueueEmailsTx(t *testing.T) {
 	require.JSONEq(t, `{"payment_id":"pi_9","amount":"12.50","currency":"eur","reason":"fraudulent"}`, data)
 	require.Equal(t, "pi_9", paymentID)
 
-	// One job per pending intent, pointing at its row, made exactly as the
-	// single path (pi_old) makes it.
-	job := func(kind jobs.EmailKind, objectID string) string {
-		return fmt.Sprintf("%d %s %d 1 available", b.outboxID(t, kind, objectID), jobs.QueueEmail, jobs.EmailMaxAttempts)
+	// The lone intent (pi_old) has its send_email job; the call's three
+	// pending intents share one send_emails job, pointing at their rows.
+	ids := []int64{
+		b.outboxID(t, jobs.EmailPaymentReceipt, "pi_1"),
+		b.outboxID(t, jobs.EmailDisputeAlert, "dp_1"),
+		b.outboxID(t, jobs.EmailPaymentReceipt, "pi_4"),
 	}
-	want := []string{
-		job(jobs.EmailPaymentReceipt, "pi_old"),
-		job(jobs.EmailPaymentReceipt, "pi_1"),
-		job(jobs.EmailDisputeAlert, "dp_1"),
-		job(jobs.EmailPaymentReceipt, "pi_4"),
-	}
-	sort.Slice(want, func(i, j int) bool { return want[i] < want[j] })
-	got := b.sendEmailJobs(t)
-	sort.Strings(got)
-	require.Equal(t, want, got)
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	require.Equal(t, []string{
+		fmt.Sprintf("send_email %d %s %d 1 available", b.outboxID(t, jobs.EmailPaymentReceipt, "pi_old"), jobs.QueueEmail, jobs.EmailMaxAttempts),
+		fmt.Sprintf("send_emails [%d, %d, %d] %s %d 1 available", ids[0], ids[1], ids[2], jobs.QueueEmail, jobs.EmailMaxAttempts),
+	}, b.emailJobs(t))
 }
 
 // TestEnqueueEmailsTxEdges: no emails is no work; one invalid email fails
@@ -147,7 +171,7 @@ func TestEnqueueEmailsTxEdges(t *testing.T) {
 
 // TestEnqueueEmailsTxOverlappingSetsDoNotDeadlock: transactions recording
 // the same intents in opposite orders at once all commit, each intent is
-// recorded by exactly one of them, and has exactly one job.
+// recorded by exactly one of them, and is named by exactly one job.
 func TestEnqueueEmailsTxOverlappingSetsDoNotDeadlock(t *testing.T) {
 	t.Parallel()
 	b := setupEmail(t, "")
@@ -204,10 +228,9 @@ func TestEnqueueEmailsTxOverlappingSetsDoNotDeadlock(t *testing.T) {
 		require.Equal(t, 1, n, id)
 	}
 	require.Equal(t, intents, b.outboxCount(t))
-	var jobsN, rowsWithJob int
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'send_email'`).Scan(&jobsN))
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(DISTINCT o.id) FROM email_outbox o
-		JOIN river_job j ON j.kind = 'send_email' AND (j.args->>'outbox_id')::bigint = o.id`).Scan(&rowsWithJob))
-	require.Equal(t, intents, jobsN)
-	require.Equal(t, intents, rowsWithJob)
+	perRow := b.jobsPerOutboxRow(t)
+	require.Len(t, perRow, intents)
+	for id, n := range perRow {
+		require.Equal(t, 1, n, "outbox row %d", id)
+	}
 }

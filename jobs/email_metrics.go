@@ -2,11 +2,11 @@ package jobs
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// emailsTotal counts send_email outcomes. Enqueueing is not counted: it
+// emailsTotal counts the outcomes of send_email and send_emails jobs. Enqueueing is not counted: it
 // happens in transactions that may roll back.
 var emailsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "paygate_emails_total",
-	Help: "send_email outcomes by kind and status: sent, skipped (no SMTP configured), failed (rejected or out of attempts), retry.",
+	Help: "Email outcomes by kind and status: sent, skipped (no SMTP configured), failed (rejected or out of attempts), retry.",
 }, []string{"kind", "status"})
 
 // EmailCollector is paygate_emails_total{kind,status}; register it once

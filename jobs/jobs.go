@@ -206,6 +206,7 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 		return nil, err
 	}
 	river.AddWorker(workers, emailWorker)
+	river.AddWorker(workers, NewSendEmailsWorker(emailWorker))
 	river.AddWorker(workers, &IdempotencyPurgeWorker{Pool: pool})
 	river.AddWorker(workers, &InboxPartitionsWorker{Pool: pool, Retention: config.PayloadRetention,
 		MessageRetention: config.MessageRetention, Logger: config.Logger})

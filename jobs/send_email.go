@@ -63,8 +63,9 @@ func (SendEmailArgs) InsertOpts() river.InsertOpts {
 // SendEmailWorker sends one email_outbox row over SMTP and marks it sent
 // in the same transaction that completes its job.
 //
-// What "once" means here: the outbox makes the intent unique (one row and
-// one job per kind and object, decided by the database), but SMTP itself
+// What "once" means here: the outbox makes the intent unique (one row per
+// kind and object, decided by the database, and one job to send it: its
+// own, or a send_emails batch's, see SendEmailsWorker), but SMTP itself
 // is at-least-once. If the process dies, or the commit fails, after the
 // SMTP server accepted the message and before the row is marked sent, the
 // job runs again and the message is sent again. Every attempt carries the
@@ -135,6 +136,9 @@ type outboxRow struct {
 	Data      emailData
 	Status    EmailStatus
 	MessageID string
+	// handedOff: pending, but an earlier run of its send_emails job handed
+	// it off to a send_email job of its own (see SendEmailsWorker).
+	handedOff bool
 }
 
 // Work implements river.Worker.
@@ -154,8 +158,7 @@ func (w *SendEmailWorker) Work(ctx context.Context, job *river.Job[SendEmailArgs
 	}
 
 	if w.sender == nil {
-		const reason = "not sent: no SMTP server configured (PAYGATE_SMTP_URL is empty)"
-		if err := w.finishTx(ctx, job, row.ID, EmailSkipped, reason); err != nil {
+		if err := w.finishTx(ctx, job, row.ID, EmailSkipped, noSMTPReason); err != nil {
 			return err
 		}
 		emailsTotal.WithLabelValues(string(row.Kind), string(EmailSkipped)).Inc()
@@ -163,14 +166,7 @@ func (w *SendEmailWorker) Work(ctx context.Context, job *river.Job[SendEmailArgs
 		return nil
 	}
 
-	msg, err := renderEmail(row.Kind, row.ObjectID, row.MessageID, row.Data)
-	if err != nil {
-		return w.fail(ctx, log, row, err)
-	}
-	err = w.sender.Send(ctx, mail.Message{
-		From: w.from, To: row.Recipient, Subject: msg.Subject, Text: msg.Text, HTML: msg.HTML,
-		MessageID: row.MessageID,
-	})
+	permanent, err := w.deliver(ctx, row)
 	switch {
 	case err == nil:
 		if err := w.finishTx(ctx, job, row.ID, EmailSent, ""); err != nil {
@@ -181,7 +177,7 @@ func (w *SendEmailWorker) Work(ctx context.Context, job *river.Job[SendEmailArgs
 		emailsTotal.WithLabelValues(string(row.Kind), string(EmailSent)).Inc()
 		log.InfoContext(ctx, "email sent", "to", mail.Redact(row.Recipient), "message_id", row.MessageID)
 		return nil
-	case errors.Is(err, mail.ErrRejected), errors.Is(err, mail.ErrInvalidMessage):
+	case permanent:
 		return w.fail(ctx, log, row, err)
 	}
 
@@ -203,6 +199,22 @@ func (w *SendEmailWorker) Work(ctx context.Context, job *river.Job[SendEmailArgs
 	return fmt.Errorf("send %s %s: %w", row.Kind, row.ObjectID, err)
 }
 
+// deliver renders row's email and hands it to the SMTP server, under the
+// row's Message-ID. A nil error means the server accepted it; permanent
+// reports a failure no retry can mend (a 5xx rejection, a message that
+// cannot be built or rendered).
+func (w *SendEmailWorker) deliver(ctx context.Context, row outboxRow) (permanent bool, err error) {
+	msg, err := renderEmail(row.Kind, row.ObjectID, row.MessageID, row.Data)
+	if err != nil {
+		return true, err
+	}
+	err = w.sender.Send(ctx, mail.Message{
+		From: w.from, To: row.Recipient, Subject: msg.Subject, Text: msg.Text, HTML: msg.HTML,
+		MessageID: row.MessageID,
+	})
+	return errors.Is(err, mail.ErrRejected) || errors.Is(err, mail.ErrInvalidMessage), err
+}
+
 // fail records a permanent failure and cancels the job: retrying cannot
 // help, and ops must see it.
 func (w *SendEmailWorker) fail(ctx context.Context, log *slog.Logger, row outboxRow, cause error) error {
@@ -214,21 +226,28 @@ func (w *SendEmailWorker) fail(ctx context.Context, log *slog.Logger, row outbox
 	return river.JobCancel(fmt.Errorf("send %s %s: %w", row.Kind, row.ObjectID, cause))
 }
 
-func (w *SendEmailWorker) load(ctx context.Context, id int64) (outboxRow, error) {
+const outboxRowColumns = `id, kind, object_id, coalesce(recipient, ''), data, status, message_id`
+
+// scanOutboxRow scans outboxRowColumns, then extra.
+func scanOutboxRow(row pgx.Row, extra ...any) (outboxRow, error) {
 	var r outboxRow
 	var data []byte
-	err := w.pool.QueryRow(ctx, `
-		SELECT id, kind, object_id, coalesce(recipient, ''), data, status, message_id
-		FROM email_outbox WHERE id = $1`, id).
-		Scan(&r.ID, &r.Kind, &r.ObjectID, &r.Recipient, &data, &r.Status, &r.MessageID)
+	if err := row.Scan(append([]any{&r.ID, &r.Kind, &r.ObjectID, &r.Recipient, &data, &r.Status, &r.MessageID}, extra...)...); err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(data, &r.Data); err != nil {
+		return r, fmt.Errorf("decode data: %w", err)
+	}
+	return r, nil
+}
+
+func (w *SendEmailWorker) load(ctx context.Context, id int64) (outboxRow, error) {
+	r, err := scanOutboxRow(w.pool.QueryRow(ctx, `SELECT `+outboxRowColumns+` FROM email_outbox WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, fmt.Errorf("email outbox row %d: %w", id, ErrEmailNotFound)
 	}
 	if err != nil {
 		return r, fmt.Errorf("load email outbox row %d: %w", id, err)
-	}
-	if err := json.Unmarshal(data, &r.Data); err != nil {
-		return r, fmt.Errorf("decode email outbox row %d: %w", id, err)
 	}
 	return r, nil
 }
