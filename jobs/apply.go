@@ -342,9 +342,6 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 		}
 		writes.messages = append(writes.messages, m)
 	}
-	if err := outbox.WriteTx(ctx, tx, writes.messages); err != nil {
-		return nil, err
-	}
 	alerts, err := compensateTx(ctx, tx, a.opsEmail, failed, "provider")
 	if err != nil {
 		return nil, err
@@ -357,6 +354,10 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 		return nil, err
 	}
 	if err := inbox.SetStatusManyTx(ctx, tx, writes.statuses); err != nil {
+		return nil, err
+	}
+	// Last: placing them holds the feed's sequencer until the commit.
+	if err := outbox.WritePlacedTx(ctx, tx, writes.messages); err != nil {
 		return nil, err
 	}
 	return outcomes, nil

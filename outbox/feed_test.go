@@ -85,7 +85,9 @@ func TestFeedPlacesALateCommitAfterTheReader(t *testing.T) {
 
 // TestFeedNeverSkipsALateCommit: writers commit (or roll back) after random
 // delays, and some hold their transaction until the feed placed a message
-// inserted after theirs, so commits come out of insert order, while two
+// inserted after theirs, so commits come out of insert order; some place
+// their messages themselves (WritePlacedTx) and hold the sequencer until
+// they commit or roll back; while two
 // sequencers and a reader paging through the feed run all along. At the end the reader read
 // every committed message exactly once and nothing rolled back, each
 // object's messages in sequence order, at positions that only grow.
@@ -127,7 +129,14 @@ func TestFeedNeverSkipsALateCommit(t *testing.T) {
 					return
 				}
 				time.Sleep(time.Duration(rng.IntN(1500)) * time.Microsecond)
-				if err := outbox.WriteTx(ctx, tx, msgs); err != nil {
+				// A quarter of the writers place their messages as they
+				// write them, as applying does; none of them straggles
+				// (holding the sequencer, it would wait for itself).
+				write := outbox.WriteTx
+				if w%4 == 3 {
+					write = outbox.WritePlacedTx
+				}
+				if err := write(ctx, tx, msgs); err != nil {
 					t.Error(err)
 					_ = tx.Rollback(ctx)
 					return
@@ -345,4 +354,68 @@ func TestConcurrentSequencersNeverShareAPosition(t *testing.T) {
 		SELECT count(*) FROM messages a JOIN messages b
 		ON a.aggregate_id = b.aggregate_id AND a.sequence < b.sequence AND a.position > b.position`).Scan(&outOfOrder))
 	require.Zero(t, outOfOrder, "an object's messages are placed in sequence order")
+}
+
+// TestWritePlacedHoldsTheFeedUntilItEnds: messages written placed take the
+// next positions at once, in the order given; until their transaction
+// ends nobody places anything after them, so a reader cannot pass their
+// place before it can read them; rolled back, their positions are given
+// again.
+func TestWritePlacedHoldsTheFeedUntilItEnds(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := testdb.NewAppRole(t)
+
+	before := paymentMessage(t, "pi_before", 1)
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return outbox.WriteTx(ctx, tx, []outbox.Message{before})
+	}))
+	placed, err := outbox.Sequence(ctx, pool, 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, placed)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	first, second := paymentMessage(t, "pi_placed", 1), paymentMessage(t, "pi_placed", 2)
+	require.NoError(t, outbox.WritePlacedTx(ctx, tx, []outbox.Message{first, second}))
+	var positions []int64
+	rows, err := tx.Query(ctx, `SELECT position FROM messages WHERE aggregate_id = 'pi_placed' ORDER BY sequence`)
+	require.NoError(t, err)
+	positions, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 3}, positions, "the next positions, in the order given")
+
+	// Committed meanwhile, by another writer: not placed while the first
+	// transaction holds the feed.
+	later := paymentMessage(t, "pi_later", 1)
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return outbox.WriteTx(ctx, tx, []outbox.Message{later})
+	}))
+	placed, err = outbox.Sequence(ctx, pool, 100)
+	require.NoError(t, err)
+	require.Zero(t, placed, "the feed is held")
+	got, err := outbox.Read(ctx, pool, 1, 100, nil)
+	require.NoError(t, err)
+	require.Empty(t, got, "nothing readable after the place before")
+
+	require.NoError(t, tx.Rollback(ctx))
+	placed, err = outbox.Sequence(ctx, pool, 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, placed)
+	got, err = outbox.Read(ctx, pool, 1, 100, nil)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, later.ID, got[0].ID)
+	require.Equal(t, int64(2), got[0].Position, "a rolled-back place is given again")
+
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return outbox.WritePlacedTx(ctx, tx, []outbox.Message{first, second})
+	}))
+	got, err = outbox.Read(ctx, pool, 2, 100, nil)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, []string{first.ID, second.ID}, []string{got[0].ID, got[1].ID})
+	require.Equal(t, []int64{3, 4}, []int64{got[0].Position, got[1].Position})
+	requireDensePositions(t, pool, 4)
 }

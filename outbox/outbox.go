@@ -143,6 +143,53 @@ func WriteTx(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 	return nil
 }
 
+// WritePlacedTx is WriteTx, with the messages placed in the feed by the
+// same statement: they take the next positions from message_sequencer,
+// whose row lock tx then holds until it ends, so no position is given
+// after theirs until they are visible (a reader never passes a place
+// before the message at it is there to read). A message written this way
+// costs no second write of its row by the sequencer.
+//
+// It must be tx's last statement: a transaction that waits for a lock
+// while holding the sequencer's makes every other writer of placed
+// messages wait behind it, and one that waits for a writer waiting on the
+// sequencer would deadlock. tx must commit durably
+// (synchronous_commit on), as the sequencer does: a place a reader saw is
+// never given again.
+func WritePlacedTx(ctx context.Context, tx pgx.Tx, msgs []Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	n := len(msgs)
+	var (
+		ids, types, aggTypes, aggIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		seqs                         = make([]int64, n)
+		created                      = make([]time.Time, n)
+		bodies                       = make([][]byte, n)
+	)
+	for i, m := range msgs {
+		ids[i], types[i], aggTypes[i], aggIDs[i] = m.ID, m.Type, string(m.AggregateType), m.AggregateID
+		seqs[i], created[i], bodies[i] = m.Sequence, m.CreatedAt, m.Body
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(`SELECT pg_notify($1, '')`, Channel)
+	// In the order given, as WriteTx: an object's messages written
+	// together keep their sequence order in the feed.
+	batch.Queue(`
+		WITH placed AS (
+			UPDATE message_sequencer SET last_position = last_position + $8 RETURNING last_position - $8 AS before
+		)
+		INSERT INTO messages (id, type, aggregate_type, aggregate_id, sequence, created_at, body, position)
+		SELECT m.id, m.type, m.aggregate_type, m.aggregate_id, m.sequence, m.created_at, m.body, placed.before + m.ord
+		FROM placed, unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::timestamptz[], $7::bytea[])
+			WITH ORDINALITY AS m(id, type, aggregate_type, aggregate_id, sequence, created_at, body, ord)
+		ORDER BY m.ord`, ids, types, aggTypes, aggIDs, seqs, created, bodies, int64(n))
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("write %d placed messages (%s…): %w", n, ids[0], err)
+	}
+	return nil
+}
+
 const messageColumns = `id, type, created_at, sequence, aggregate_type, aggregate_id, coalesce(position, 0), body`
 
 func scanMessage(row pgx.Row) (Message, error) {
