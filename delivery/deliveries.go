@@ -80,10 +80,31 @@ func ListDeliveries(ctx context.Context, q Querier, endpointID string, f Deliver
 		}
 		before = p
 	}
-	rows, err := q.Query(ctx, `SELECT `+deliveryColumns+` FROM delivery_queue
-		WHERE endpoint_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR message_id = $3)
-		  AND ($4 < 0 OR position < $4)
-		ORDER BY position DESC LIMIT $5`, endpointID, string(f.Status), f.MessageID, before, limit+1)
+	// The page's places first, each side by its own index and bound (the
+	// endpoint's place, as a scalar, bounds the scan of the feed); then
+	// delivery_queue for those places only, so that what it works out
+	// for a message not handed yet (whether it waits behind another) is
+	// worked out for the page, not for everything the endpoint has not
+	// read.
+	rows, err := q.Query(ctx, `
+		WITH page AS (
+			SELECT position FROM (
+				(SELECT d.position FROM deliveries d
+				 WHERE d.endpoint_id = $1 AND ($2 = '' OR d.status = $2) AND ($3 = '' OR d.message_id = $3)
+				   AND ($4 < 0 OR d.position < $4)
+				 ORDER BY d.position DESC LIMIT $5)
+				UNION ALL
+				(SELECT m.position FROM messages m
+				 WHERE m.position > (SELECT handed_through FROM endpoints WHERE id = $1)
+				   AND ($4 < 0 OR m.position < $4) AND ($2 = '' OR $2 = 'pending') AND ($3 = '' OR m.id = $3)
+				   AND m.created_at >= (SELECT created_at FROM endpoints WHERE id = $1)
+				   AND (SELECT event_types FROM endpoints WHERE id = $1) && ARRAY['*', m.type]
+				   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = $1 AND d.message_id = m.id)
+				 ORDER BY m.position DESC LIMIT $5)
+			) p ORDER BY position DESC LIMIT $5)
+		SELECT `+deliveryColumns+` FROM delivery_queue
+		WHERE endpoint_id = $1 AND position = ANY (ARRAY(SELECT position FROM page))
+		ORDER BY position DESC`, endpointID, string(f.Status), f.MessageID, before, limit+1)
 	if err != nil {
 		return nil, "", fmt.Errorf("list deliveries of %s: %w", endpointID, err)
 	}

@@ -432,3 +432,60 @@ func TestPendingUntilRecorded(t *testing.T) {
 	require.Equal(t, xminAttempt, xminRow, "written with its attempt")
 	require.Equal(t, delivery.DeliverySucceeded, b.delivery(t, e.ID, m.ID).Status)
 }
+
+// TestListDeliveriesPagesThroughWhatIsNotReadYet: an endpoint's listing,
+// newest first, runs from the messages it has not read yet (pending, no
+// attempt) into the deliveries it recorded, page by page, and the
+// pending filter keeps only the first.
+func TestListDeliveriesPagesThroughWhatIsNotReadYet(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rcv := newReceiver(t)
+	e := b.endpoint(t, rcv.URL)
+	var sent, waiting []outbox.Message
+	for i := range 3 {
+		sent = append(sent, message(t, fmt.Sprintf("pi_l%d", i), 1, "payment.succeeded"))
+	}
+	b.write(t, sent...)
+	b.step(t)
+	require.Equal(t, 3, b.dispatch(t, e.ID))
+	for i := range 3 {
+		waiting = append(waiting, message(t, fmt.Sprintf("pi_l%d", i), 2, "payment.refunded"))
+	}
+	b.write(t, waiting...)
+	b.step(t)
+
+	var pages [][]string
+	cursor := ""
+	for {
+		ds, next, err := delivery.ListDeliveries(t.Context(), b.pool, e.ID, delivery.DeliveryFilter{}, cursor, 2)
+		require.NoError(t, err)
+		var page []string
+		for _, d := range ds {
+			page = append(page, d.MessageID+" "+string(d.Status))
+		}
+		pages = append(pages, page)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	require.Equal(t, [][]string{
+		{waiting[2].ID + " pending", waiting[1].ID + " pending"},
+		{waiting[0].ID + " pending", sent[2].ID + " succeeded"},
+		{sent[1].ID + " succeeded", sent[0].ID + " succeeded"},
+	}, pages)
+
+	ds, next, err := delivery.ListDeliveries(t.Context(), b.pool, e.ID, delivery.DeliveryFilter{Status: delivery.DeliveryPending}, "", 10)
+	require.NoError(t, err)
+	require.Empty(t, next)
+	require.Len(t, ds, 3)
+	for _, d := range ds {
+		require.Zero(t, d.Attempts)
+		require.NotNil(t, d.NextAttemptAt)
+	}
+	ds, _, err = delivery.ListDeliveries(t.Context(), b.pool, e.ID, delivery.DeliveryFilter{MessageID: waiting[1].ID}, "", 10)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	require.Equal(t, waiting[1].ID, ds[0].MessageID)
+}
