@@ -71,7 +71,8 @@ func TestSchemaRefusesEntriesAddedLater(t *testing.T) {
 	b := setup(t)
 	b.mustPost(t, ledger.NewCapture("capture:ch_1", "pi_1", "evt_1", "usd", d("10.00"), t0))
 
-	// Even a balanced pair: a posted transaction never changes.
+	// Even a balanced pair: a posted transaction never changes. Refused
+	// by the statement that adds them, whole.
 	tx, err := b.pool.Begin(b.ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(b.ctx) //nolint:errcheck
@@ -79,16 +80,40 @@ func TestSchemaRefusesEntriesAddedLater(t *testing.T) {
 		SELECT id, a, 'usd', dr, cr FROM ledger_transactions,
 		  (VALUES ('provider_balance', 5.00, 0), ('sales', 0, 5.00)) AS v(a, dr, cr)
 		WHERE ref = 'capture:ch_1'`)
-	require.NoError(t, err)
-	err = tx.Commit(b.ctx)
 	requirePgError(t, err, "23514", "ledger_transaction_entries")
+	require.ErrorContains(t, err, "has 4 entries, posted with 2")
+	require.NoError(t, tx.Rollback(b.ctx))
+
+	// One at a time, in a transaction of their own each, or in the
+	// transaction that posts another: refused alike.
+	_, err = b.pool.Exec(b.ctx, `INSERT INTO ledger_entries (transaction_id, account, currency, debit)
+		SELECT id, 'fees', 'usd', 0.01 FROM ledger_transactions WHERE ref = 'capture:ch_1'`)
+	requirePgError(t, err, "23514", "ledger_transaction_entries")
+	err = b.rawCommit(t, "raw:other",
+		`INSERT INTO ledger_entries (transaction_id, account, currency, debit) VALUES ($1, 'bank', 'usd', 1.00)`,
+		`INSERT INTO ledger_entries (transaction_id, account, currency, credit) VALUES ($1, 'sales', 'usd', 1.00)`)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(b.ctx, `INSERT INTO ledger_entries (transaction_id, account, currency, debit)
+		SELECT id, 'bank', 'usd', 1.00 FROM ledger_transactions WHERE ref = 'raw:other'`)
+	requirePgError(t, err, "23514", "ledger_transaction_entries")
+
+	// Too many in the transaction that posts it: refused at once too.
+	tx, err = b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx) //nolint:errcheck
+	var id int64
+	require.NoError(t, tx.QueryRow(b.ctx, insertHeader, "raw:three").Scan(&id))
+	_, err = tx.Exec(b.ctx, `INSERT INTO ledger_entries (transaction_id, account, currency, debit, credit)
+		VALUES ($1, 'bank', 'usd', 1.00, 0), ($1, 'sales', 'usd', 0, 0.50), ($1, 'sales', 'usd', 0, 0.50)`, id)
+	requirePgError(t, err, "23514", "ledger_transaction_entries")
+	require.NoError(t, tx.Rollback(b.ctx))
 
 	// An entry in another currency than its transaction's: refused at once.
 	_, err = b.pool.Exec(b.ctx, `INSERT INTO ledger_entries (transaction_id, account, currency, debit)
 		SELECT id, 'fees', 'eur', 1 FROM ledger_transactions WHERE ref = 'capture:ch_1'`)
 	requirePgError(t, err, "23503", "ledger_entries_transaction_fkey")
 
-	require.Equal(t, 2, b.count(t, "ledger_entries"))
+	require.Equal(t, 4, b.count(t, "ledger_entries"), "capture:ch_1's two and raw:other's two")
 }
 
 func TestSchemaChecks(t *testing.T) {

@@ -433,9 +433,9 @@ func TestTrialBalanceShowsTampering(t *testing.T) {
 
 	err = pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
 		for _, stmt := range []string{
-			`ALTER TABLE ledger_entries DISABLE TRIGGER ledger_entries_balanced`,
+			`ALTER TABLE ledger_entries DISABLE TRIGGER ledger_entries_within_count`,
 			tamper,
-			`ALTER TABLE ledger_entries ENABLE ALWAYS TRIGGER ledger_entries_balanced`,
+			`ALTER TABLE ledger_entries ENABLE ALWAYS TRIGGER ledger_entries_within_count`,
 		} {
 			if _, err := tx.Exec(b.ctx, stmt); err != nil {
 				return err

@@ -37,7 +37,7 @@ func TestAppendOnlyTriggersAreEnabledAlways(t *testing.T) {
 		"ledger_transactions.ledger_transactions_append_only",
 		"ledger_entries.ledger_entries_append_only",
 		"ledger_transactions.ledger_transactions_balanced",
-		"ledger_entries.ledger_entries_balanced",
+		"ledger_entries.ledger_entries_within_count",
 		"ops_audit_log.ops_audit_log_append_only",
 		"reconciliation_runs.reconciliation_runs_guard",
 		"reconciliation_runs.reconciliation_runs_no_truncate",
