@@ -489,20 +489,7 @@ func TestEmailResendAfterCrashKeepsMessageID(t *testing.T) {
 			}
 			mp := mailpit.StartWithOpts(t, &mailpit.Opts{Args: args})
 			b := setupEmail(t, mp.SMTPURL())
-			ctx := context.Background()
-			// nextval is not transactional: the first 'sent' update fails,
-			// every later one passes.
-			_, err := b.pool.Exec(ctx, `
-				CREATE SEQUENCE crash_once;
-				CREATE FUNCTION crash_once() RETURNS trigger LANGUAGE plpgsql AS $$
-				BEGIN
-					IF NEW.status = 'sent' AND nextval('crash_once') = 1 THEN
-						RAISE EXCEPTION 'simulated crash between SMTP acceptance and commit';
-					END IF;
-					RETURN NEW;
-				END $$;
-				CREATE TRIGGER crash_once BEFORE UPDATE ON email_outbox FOR EACH ROW EXECUTE FUNCTION crash_once();`)
-			require.NoError(t, err)
+			failFirstSent(t, b.pool)
 
 			require.True(t, b.enqueue(t, receipt("pi_crash", "a@example.com")))
 			b.start(t)
@@ -702,4 +689,22 @@ func TestEmailOutOfAttemptsFails(t *testing.T) {
 	require.Equal(t, 2, r.Attempts)
 	require.Contains(t, r.Error, "refused")
 	require.Contains(t, b.logs.String(), "email failed: out of attempts")
+}
+
+// failFirstSent makes the first write that marks an email sent fail, as a
+// crash between the SMTP server's acceptance and the commit would; every
+// later one passes (nextval is not transactional).
+func failFirstSent(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `
+		CREATE SEQUENCE crash_once;
+		CREATE FUNCTION crash_once() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.status = 'sent' AND nextval('crash_once') = 1 THEN
+				RAISE EXCEPTION 'simulated crash between SMTP acceptance and commit';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER crash_once BEFORE UPDATE ON email_outbox FOR EACH ROW EXECUTE FUNCTION crash_once();`)
+	require.NoError(t, err)
 }

@@ -290,18 +290,7 @@ func TestSendEmailsResendAfterCrashKeepsMessageIDs(t *testing.T) {
 	t.Parallel()
 	mp := mailpit.Start(t)
 	b := setupEmail(t, mp.SMTPURL())
-	ctx := context.Background()
-	_, err := b.pool.Exec(ctx, `
-		CREATE SEQUENCE crash_once;
-		CREATE FUNCTION crash_once() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-			IF NEW.status = 'sent' AND nextval('crash_once') = 1 THEN
-				RAISE EXCEPTION 'simulated crash between SMTP acceptance and commit';
-			END IF;
-			RETURN NEW;
-		END $$;
-		CREATE TRIGGER crash_once BEFORE UPDATE ON email_outbox FOR EACH ROW EXECUTE FUNCTION crash_once();`)
-	require.NoError(t, err)
+	failFirstSent(t, b.pool)
 	emails := receipts("pi_crash", 2)
 	b.enqueueAll(t, emails...)
 	b.start(t)

@@ -116,17 +116,7 @@ func WriteTx(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	n := len(msgs)
-	var (
-		ids, types, aggTypes, aggIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		seqs                         = make([]int64, n)
-		created                      = make([]time.Time, n)
-		bodies                       = make([][]byte, n)
-	)
-	for i, m := range msgs {
-		ids[i], types[i], aggTypes[i], aggIDs[i] = m.ID, m.Type, string(m.AggregateType), m.AggregateID
-		seqs[i], created[i], bodies[i] = m.Sequence, m.CreatedAt, m.Body
-	}
+	c := columnsOf(msgs)
 	batch := &pgx.Batch{}
 	// In the order given: n, which breaks ties in the feed, follows it, so
 	// an object's messages written together keep their sequence order.
@@ -135,10 +125,10 @@ func WriteTx(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 		SELECT m.id, m.type, m.aggregate_type, m.aggregate_id, m.sequence, m.created_at, m.body
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::timestamptz[], $7::bytea[])
 			WITH ORDINALITY AS m(id, type, aggregate_type, aggregate_id, sequence, created_at, body, ord)
-		ORDER BY m.ord`, ids, types, aggTypes, aggIDs, seqs, created, bodies)
+		ORDER BY m.ord`, c.ids, c.types, c.aggTypes, c.aggIDs, c.seqs, c.created, c.bodies)
 	batch.Queue(`SELECT pg_notify($1, '')`, Channel)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("write %d messages (%s…): %w", n, ids[0], err)
+		return fmt.Errorf("write %d messages (%s…): %w", len(msgs), msgs[0].ID, err)
 	}
 	return nil
 }
@@ -160,17 +150,7 @@ func WritePlacedTx(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	n := len(msgs)
-	var (
-		ids, types, aggTypes, aggIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		seqs                         = make([]int64, n)
-		created                      = make([]time.Time, n)
-		bodies                       = make([][]byte, n)
-	)
-	for i, m := range msgs {
-		ids[i], types[i], aggTypes[i], aggIDs[i] = m.ID, m.Type, string(m.AggregateType), m.AggregateID
-		seqs[i], created[i], bodies[i] = m.Sequence, m.CreatedAt, m.Body
-	}
+	c := columnsOf(msgs)
 	batch := &pgx.Batch{}
 	batch.Queue(`SELECT pg_notify($1, '')`, Channel)
 	// In the order given, as WriteTx: an object's messages written
@@ -183,11 +163,32 @@ func WritePlacedTx(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 		SELECT m.id, m.type, m.aggregate_type, m.aggregate_id, m.sequence, m.created_at, m.body, placed.before + m.ord
 		FROM placed, unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::timestamptz[], $7::bytea[])
 			WITH ORDINALITY AS m(id, type, aggregate_type, aggregate_id, sequence, created_at, body, ord)
-		ORDER BY m.ord`, ids, types, aggTypes, aggIDs, seqs, created, bodies, int64(n))
+		ORDER BY m.ord`, c.ids, c.types, c.aggTypes, c.aggIDs, c.seqs, c.created, c.bodies, int64(len(msgs)))
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("write %d placed messages (%s…): %w", n, ids[0], err)
+		return fmt.Errorf("write %d placed messages (%s…): %w", len(msgs), msgs[0].ID, err)
 	}
 	return nil
+}
+
+// columns are msgs as the arrays an insert unnests.
+type columns struct {
+	ids, types, aggTypes, aggIDs []string
+	seqs                         []int64
+	created                      []time.Time
+	bodies                       [][]byte
+}
+
+func columnsOf(msgs []Message) columns {
+	n := len(msgs)
+	c := columns{
+		ids: make([]string, n), types: make([]string, n), aggTypes: make([]string, n), aggIDs: make([]string, n),
+		seqs: make([]int64, n), created: make([]time.Time, n), bodies: make([][]byte, n),
+	}
+	for i, m := range msgs {
+		c.ids[i], c.types[i], c.aggTypes[i], c.aggIDs[i] = m.ID, m.Type, string(m.AggregateType), m.AggregateID
+		c.seqs[i], c.created[i], c.bodies[i] = m.Sequence, m.CreatedAt, m.Body
+	}
+	return c
 }
 
 const messageColumns = `id, type, created_at, sequence, aggregate_type, aggregate_id, coalesce(position, 0), body`
