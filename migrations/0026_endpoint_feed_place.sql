@@ -12,7 +12,10 @@
 ALTER TABLE endpoints ADD COLUMN handed_through bigint NOT NULL DEFAULT 0;
 
 -- The fan-out's own place becomes every endpoint's: it had handed them
--- everything up to there.
+-- everything up to there. Instances older than this migration are to be
+-- stopped before it runs: their relay would take the fan-out's place up
+-- again, from the start, and a place left behind by a relay that no longer
+-- runs holds every month of messages past the retention.
 UPDATE endpoints SET handed_through = coalesce((SELECT position FROM message_relays WHERE name = 'endpoints'), 0);
 DELETE FROM message_relays WHERE name = 'endpoints';
 
