@@ -5,10 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -35,7 +31,7 @@ import (
 //	go test ./delivery -run '^$' -bench Dispatch -benchtime 20000x
 func BenchmarkDispatch(b *testing.B) {
 	ctx := context.Background()
-	pool, url := testdb.NewWithURL(b)
+	pool := testdb.New(b)
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 	}))
@@ -96,18 +92,14 @@ func BenchmarkDispatch(b *testing.B) {
 		b.Fatal(err)
 	}
 	write(warmup, warmup+b.N)
-	database := url[strings.LastIndex(url, "/")+1:]
-	if i := strings.IndexByte(database, '?'); i >= 0 {
-		database = database[:i]
-	}
 	rowsBefore := rowsWritten(b, pool)
-	pgBefore, goBefore := backendCPU(database), processCPU()
+	pgBefore, goBefore := testdb.BackendCPU(pool), processCPU()
 
 	b.ResetTimer()
 	drain()
 	b.StopTimer()
 
-	pgCPU, goCPU := backendCPU(database)-pgBefore, processCPU()-goBefore
+	pgCPU, goCPU := testdb.BackendCPU(pool)-pgBefore, processCPU()-goBefore
 	time.Sleep(1500 * time.Millisecond) // backends report their counts when idle
 	rows := rowsWritten(b, pool) - rowsBefore
 	var delivered int
@@ -131,31 +123,6 @@ func rowsWritten(b *testing.B, pool *pgxpool.Pool) int64 {
 		b.Fatal(err)
 	}
 	return n
-}
-
-// backendCPU is the CPU time spent so far by the server processes serving
-// database (their titles are "postgres: <user> <database> …").
-func backendCPU(database string) time.Duration {
-	ticks := int64(100) // USER_HZ on Linux
-	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	var total int64
-	for _, p := range paths {
-		cmd, err := os.ReadFile(p)
-		if err != nil || !strings.Contains(string(cmd), " "+database+" ") {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
-		if err != nil {
-			continue
-		}
-		// Fields after the command's closing parenthesis: utime and stime
-		// are the 12th and 13th.
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		s, _ := strconv.ParseInt(f[12], 10, 64)
-		total += u + s
-	}
-	return time.Duration(total) * time.Second / time.Duration(ticks)
 }
 
 // processCPU is this process's CPU time so far.
