@@ -66,6 +66,17 @@ func (b *sweepBundle) count(t *testing.T, sql string, args ...any) int {
 	return n
 }
 
+// text is one text a query gives ("" for NULL): what a failure shows.
+func (b *sweepBundle) text(t *testing.T, sql string) string {
+	t.Helper()
+	var s *string
+	require.NoError(t, b.pool.QueryRow(b.ctx, sql).Scan(&s))
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
 // jobsOf counts the jobs that name an event (its ingest batch's
 // apply_events job, process_event jobs), live or not.
 func (b *sweepBundle) jobsOf(t *testing.T, eventID string) int {
@@ -140,10 +151,12 @@ func TestSweepRecoversEventsWhoseJobVanished(t *testing.T) {
 		_ = server.River.StopAndCancel(ctx)
 	})
 
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for b.count(t, `SELECT count(*) FROM inbox_events WHERE status = 'processed'`) < len(stranded) {
-		require.False(t, time.Now().After(deadline), "stranded events never applied: %d of %d",
-			b.count(t, `SELECT count(*) FROM inbox_events WHERE status = 'processed'`), len(stranded))
+		require.False(t, time.Now().After(deadline), "stranded events never applied: %d of %d; jobs: %s; attempts: %s",
+			b.count(t, `SELECT count(*) FROM inbox_events WHERE status = 'processed'`), len(stranded),
+			b.text(t, `SELECT string_agg(kind || ' ' || state || ' attempt ' || attempt || ' ' || coalesce(errors::text, ''), '; ' ORDER BY id) FROM river_job`),
+			b.text(t, `SELECT string_agg(event_id || ' ' || error, '; ' ORDER BY id) FROM inbox_attempts`))
 		time.Sleep(20 * time.Millisecond)
 	}
 	for _, e := range stranded {
