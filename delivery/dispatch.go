@@ -452,29 +452,33 @@ func (d *Dispatcher) send(ctx context.Context, e Endpoint, batch []claimed, send
 	results := make([]sendResult, len(batch))
 	wait, cancel := context.WithTimeout(ctx, d.config.Sender.Timeout())
 	defer cancel()
+	// Chains of the batch's indexes, each sent in order: a due delivery
+	// alone (the head of its object's queue), a feed message with the
+	// object's other feed messages.
 	var (
-		order  []string
-		groups = map[string][]int{}
+		chains  [][]int
+		ofFeeds = map[string]int{} // an object's chain among chains
 	)
 	for i, c := range batch {
 		switch {
 		case c.held:
 			results[i].behind = true
-			continue
 		case !c.feed:
-			order = append(order, c.messageID) // a due delivery: the head of its object's queue
-			groups[c.messageID] = []int{i}
-			continue
+			chains = append(chains, []int{i})
+		default:
+			k, ok := ofFeeds[c.aggregate]
+			if !ok {
+				k = len(chains)
+				ofFeeds[c.aggregate] = k
+				chains = append(chains, nil)
+			}
+			chains[k] = append(chains[k], i)
 		}
-		if _, ok := groups["\x00"+c.aggregate]; !ok {
-			order = append(order, "\x00"+c.aggregate)
-		}
-		groups["\x00"+c.aggregate] = append(groups["\x00"+c.aggregate], i)
 	}
 	var wg sync.WaitGroup
-	for _, key := range order {
+	for _, chain := range chains {
 		wg.Go(func() {
-			for n, i := range groups[key] {
+			for n, i := range chain {
 				select {
 				case sending <- struct{}{}:
 				case <-wait.Done():
@@ -488,7 +492,7 @@ func (d *Dispatcher) send(ctx context.Context, e Endpoint, batch []claimed, send
 					<-sending
 				}
 				if results[i].unsent || !results[i].Succeeded() {
-					for _, j := range groups[key][n+1:] {
+					for _, j := range chain[n+1:] {
 						results[j].behind = true
 					}
 					return
@@ -756,11 +760,6 @@ func (d *Dispatcher) health(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx
 // endpoint to a few hundred messages a second. The feed's sequencer does
 // not do this: a place a reader saw must never be given again.
 const lazyCommitSQL = `SET LOCAL synchronous_commit = off`
-
-func lazyCommit(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, lazyCommitSQL)
-	return err
-}
 
 // releaseHeads lets the first pending message of each object of $1 (all
 // objects when NULL) go at once where it is held at 'infinity', at

@@ -131,21 +131,6 @@ func Read(ctx context.Context, q Querier, after int64, limit int, types []string
 	return msgs, nil
 }
 
-// ReadHeaders is Read without the bodies, of every type: what a relay that
-// hands messages on by reference needs.
-func ReadHeaders(ctx context.Context, q Querier, after int64, limit int) ([]Message, error) {
-	rows, err := q.Query(ctx, `SELECT id, type, created_at, sequence, aggregate_type, aggregate_id, position, ''::bytea
-		FROM messages WHERE position > $1 AND position IS NOT NULL ORDER BY position LIMIT $2`, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read messages after %d: %w", after, err)
-	}
-	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) { return scanMessage(row) })
-	if err != nil {
-		return nil, fmt.Errorf("read messages after %d: %w", after, err)
-	}
-	return msgs, nil
-}
-
 // Unplaced counts the committed messages the sequencer has not placed yet,
 // and the age in seconds of the oldest (0 when none).
 func Unplaced(ctx context.Context, q Querier) (count int64, oldestSeconds float64, err error) {
