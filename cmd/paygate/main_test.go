@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/paygate/paygate/internal/freeport"
 	"github.com/paygate/paygate/internal/outbuf"
 	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/internal/testdb"
@@ -50,10 +50,7 @@ func paygateBinary(t *testing.T) string {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
+	return freeport.Addr(t)
 }
 
 const (

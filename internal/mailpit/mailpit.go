@@ -31,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paygate/paygate/internal/freeport"
 	"github.com/paygate/paygate/internal/outbuf"
 )
 
@@ -355,10 +356,5 @@ func moduleRoot() (string, bool) {
 // now (connections to it are refused until someone binds it).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("mailpit: free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return freeport.MustPort(t)
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paygate/paygate/internal/freeport"
 	"github.com/paygate/paygate/internal/outbuf"
 )
 
@@ -119,7 +120,7 @@ type Gateway struct {
 // NewGateway prepares an instance; Start runs it.
 func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 	if cfg.Addr == "" {
-		port, err := freePort()
+		port, err := freeport.Port()
 		if err != nil {
 			return nil, err
 		}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -17,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/paygate/paygate/internal/freeport"
 )
 
 // ErrNoPostgresTools is returned when initdb or pg_ctl cannot be found.
@@ -79,7 +79,7 @@ func StartCluster(t testing.TB) (*Cluster, error) {
 	if out, err := c.pg(ctx, "initdb", "-D", c.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "-N").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
-	if c.Port, err = freePort(); err != nil {
+	if c.Port, err = freeport.Port(); err != nil {
 		return nil, err
 	}
 	if err := c.Start(); err != nil {
@@ -215,37 +215,4 @@ func pgBinDir() (string, error) {
 		}
 	}
 	return "", ErrNoPostgresTools
-}
-
-// freePort returns a loopback TCP port nobody uses right now, below the
-// kernel's ephemeral range when it can: a gateway or a cluster is restarted
-// on its port after a kill, and a port from the ephemeral range may by then
-// be the source port of some outgoing connection, which makes the new
-// listen fail.
-func freePort() (int, error) {
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil {
-				low = n
-			}
-		}
-	}
-	const floor = 10000
-	if low > floor+1000 {
-		for range 200 {
-			port := floor + mrand.IntN(low-floor)
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-			if err == nil {
-				ln.Close()
-				return port, nil
-			}
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

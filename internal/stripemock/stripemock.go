@@ -7,7 +7,6 @@ package stripemock
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/paygate/paygate/internal/freeport"
 	"github.com/paygate/paygate/internal/outbuf"
 )
 
@@ -72,10 +72,7 @@ func Tail(log string) string {
 func Start(t testing.TB) (string, *outbuf.Buffer) {
 	t.Helper()
 	bin := Binary(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
+	port := freeport.MustPort(t)
 
 	logs := &outbuf.Buffer{}
 	cmd := exec.Command(bin, "-http-addr", fmt.Sprintf("127.0.0.1:%d", port), "-https-addr", "127.0.0.1:0", "-verbose")
