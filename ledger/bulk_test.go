@@ -200,7 +200,7 @@ func TestPostManyTxEntriesAndCurrencies(t *testing.T) {
 		"z:adjustment <null> bank usd 95.00/0.00",
 	}, got)
 
-	stored, err := ledger.TransactionsByRefs(b.ctx, b.pool, []string{"z:adjustment", "m:jpy", "nope", "a:adjustment"})
+	stored, err := ledger.TransactionsByRefs(b.ctx, b.pool, []string{"z:adjustment", "m:jpy", "nope", "a:adjustment", "m:jpy"})
 	require.NoError(t, err)
 	require.Len(t, stored, 3, "a ref with no transaction is absent")
 	require.Equal(t, "evt_1", stored["z:adjustment"].EventID)
@@ -209,6 +209,7 @@ func TestPostManyTxEntriesAndCurrencies(t *testing.T) {
 	for _, txn := range ts {
 		require.NoError(t, ledger.CheckSameContent(stored[txn.Ref], txn), txn.Ref)
 	}
+	require.Len(t, stored["m:jpy"].Entries, 2, "a ref asked for twice is read once")
 	err = ledger.CheckSameContent(stored["m:jpy"], ledger.NewCapture("m:jpy", "pi_jpy", "evt_3", "jpy", d("5001"), t0))
 	var conflict *ledger.RefConflictError
 	require.ErrorAs(t, err, &conflict)

@@ -244,20 +244,31 @@ func translate(err error) error {
 	return fmt.Errorf("%w: %w", sentinel, err)
 }
 
-const selectTransactions = `
+// queryTransactions reads the transactions of transactions, a FROM item
+// naming them t (a table or a subquery), with their entries, and groups the
+// rows, which come ordered by transaction then entry, into transactions.
+//
+// Each read costs what it finds, whatever the ledger's size or its
+// statistics: the entries are read per transaction found, through their
+// index, and a lookup by refs probes the refs' index per ref. As plain
+// joins the planner chose, on statistics taken while the ledger was small,
+// to hash all the entries or to scan all the transactions, and kept those
+// plans as the ledger grew: applying's lookup of a batch's refs, which
+// mostly finds nothing, read the whole ledger. OFFSET 0 keeps a subquery
+// from being flattened back into such a join.
+func queryTransactions(ctx context.Context, q Querier, transactions, where string, args ...any) ([]Transaction, error) {
+	query := `
 SELECT t.ref, t.kind, t.currency, t.occurred_at, t.posted_at, coalesce(t.payment_id, ''), coalesce(t.event_id, ''),
        e.account, e.debit::text, e.credit::text, t.id, t.exchange_rate::text
-FROM ledger_transactions t
-JOIN ledger_entries e ON e.transaction_id = t.id
-`
-
-// queryTransactions runs selectTransactions with where and groups the rows,
-// which come ordered by transaction then entry, into transactions.
-func queryTransactions(ctx context.Context, q Querier, where string, args ...any) ([]Transaction, error) {
+FROM ` + transactions + `
+CROSS JOIN LATERAL (
+    SELECT e.id, e.account, e.debit, e.credit FROM ledger_entries e WHERE e.transaction_id = t.id OFFSET 0
+) e
+` + where
 	// Ties on occurred_at are common (a capture and its fee share the
 	// charge's timestamp) and break by ref, not by id: id is arrival order,
 	// and the same movements arriving in another order must read the same.
-	rows, err := q.Query(ctx, selectTransactions+where+"\nORDER BY t.occurred_at, t.ref, e.id", args...)
+	rows, err := q.Query(ctx, query+"\nORDER BY t.occurred_at, t.ref, e.id", args...)
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +334,7 @@ func present(amount decimal.Decimal, currency string) decimal.Decimal {
 // TransactionByRef returns the transaction with ref. It fails with
 // ErrNotFound.
 func TransactionByRef(ctx context.Context, q Querier, ref string) (Transaction, error) {
-	ts, err := queryTransactions(ctx, q, "WHERE t.ref = $1", ref)
+	ts, err := queryTransactions(ctx, q, "ledger_transactions t", "WHERE t.ref = $1", ref)
 	if err != nil {
 		return Transaction{}, fmt.Errorf("read transaction %s: %w", ref, err)
 	}
@@ -341,7 +352,8 @@ func TransactionsByRefs(ctx context.Context, q Querier, refs []string) (map[stri
 	if len(refs) == 0 {
 		return out, nil
 	}
-	ts, err := queryTransactions(ctx, q, "WHERE t.ref = ANY($1)", refs)
+	ts, err := queryTransactions(ctx, q,
+		"(SELECT DISTINCT ref FROM unnest($1::text[]) AS r (ref)) r CROSS JOIN LATERAL (SELECT * FROM ledger_transactions t WHERE t.ref = r.ref OFFSET 0) t", "", refs)
 	if err != nil {
 		return nil, fmt.Errorf("read transactions %s: %w", andMore(refs), err)
 	}
@@ -355,7 +367,7 @@ func TransactionsByRefs(ctx context.Context, q Querier, refs []string) (map[stri
 // the money moved (occurred_at, then ref, whatever order they were posted
 // in); none is an empty slice, not an error.
 func TransactionsForPayment(ctx context.Context, q Querier, paymentID string) ([]Transaction, error) {
-	ts, err := queryTransactions(ctx, q, "WHERE t.payment_id = $1", paymentID)
+	ts, err := queryTransactions(ctx, q, "ledger_transactions t", "WHERE t.payment_id = $1", paymentID)
 	if err != nil {
 		return nil, fmt.Errorf("read transactions for payment %s: %w", paymentID, err)
 	}
@@ -366,7 +378,7 @@ func TransactionsForPayment(ctx context.Context, q Querier, paymentID string) ([
 // ordered by occurred_at then ref. Reconciliation compares a day
 // of them with the provider's records.
 func TransactionsBetween(ctx context.Context, q Querier, from, to time.Time) ([]Transaction, error) {
-	ts, err := queryTransactions(ctx, q, "WHERE t.occurred_at >= $1 AND t.occurred_at < $2", from, to)
+	ts, err := queryTransactions(ctx, q, "ledger_transactions t", "WHERE t.occurred_at >= $1 AND t.occurred_at < $2", from, to)
 	if err != nil {
 		return nil, fmt.Errorf("read transactions between %s and %s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 	}
