@@ -281,6 +281,9 @@ func TestApplyQueueBatchesWhatWaited(t *testing.T) {
 	require.Equal(t, 40, total)
 }
 
+// benchWarmUp events are applied before BenchmarkApply counts.
+const benchWarmUp = 1024
+
 // BenchmarkApply is the time to apply one event of a payment's usual pair
 // (payment_intent.succeeded, charge.succeeded with a receipt email), alone
 // in its transaction or in batches, on a real database with synchronous
@@ -288,8 +291,6 @@ func TestApplyQueueBatchesWhatWaited(t *testing.T) {
 // concurrency.
 //
 //	go test ./jobs -run '^$' -bench Apply -benchmem -benchtime=2000x
-// benchWarmUp events are applied before BenchmarkApply counts.
-const benchWarmUp = 1024
 
 func BenchmarkApply(b *testing.B) {
 	for _, size := range []int{1, 16, 128} {
