@@ -291,7 +291,6 @@ const benchWarmUp = 1024
 // concurrency.
 //
 //	go test ./jobs -run '^$' -bench Apply -benchmem -benchtime=2000x
-
 func BenchmarkApply(b *testing.B) {
 	for _, size := range []int{1, 16, 128} {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
