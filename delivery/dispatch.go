@@ -638,7 +638,8 @@ func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e End
 				SELECT $1, a.id, a.attempt, a.trigger, a.at, a.duration, a.code, a.body, a.error
 				FROM unnest($2::text[], $3::int[], $4::text[], $5::timestamptz[], $6::int[], $7::int[], $8::text[], $9::text[])
 					AS a(id, attempt, trigger, at, duration, code, body, error)
-				WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = $1 AND d.message_id = a.id)`,
+				-- A probe per attempt (OFFSET 0 keeps it one), as in feedClaim.
+				WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = $1 AND d.message_id = a.id OFFSET 0)`,
 				e.ID, ids, attempts, triggers, at, durations, codes, bodies, errs)
 		}
 		if len(due) > 0 {

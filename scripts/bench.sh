@@ -227,7 +227,7 @@ if [[ "${BENCH_ENDPOINT:-1}" != 0 ]]; then
   profile=()
   [[ -n "${BENCH_PROFILE:-}" ]] && profile=(-cpuprofile "$out/cpu-endpoint.pprof" -ops-token "$token")
   run_loadgen -label paygate-endpoint -budget -delivery -url "$started_base/webhooks/stripe" \
-    -levels "${BENCH_ENDPOINT_LEVELS:-64}" -pids "$started_pid" -warmup 0 -rate 0 "${profile[@]}"
+    -levels "${BENCH_ENDPOINT_LEVELS:-64}" -pids "$started_pid" -warmup "${BENCH_WARMUP:-5000}" -rate 0 "${profile[@]}"
   say "receiver took $(curl -fsS "http://127.0.0.1:$p/count") deliveries"
   # The next runs measure without it.
   curl -fsS -X DELETE "$started_base/v1/endpoints/$endpoint" -H "Authorization: Bearer $token" >/dev/null
