@@ -20,8 +20,10 @@
 #      acknowledged, then until none is left `received`), then paced at
 #      1,000 events/s for latency;
 #   5. one `paygate serve` with one endpoint attached (`loadgen receive`, a
-#      local receiver answering 200 at once) at 64 connections: ingest and
-#      end-to-end against step 4's, and the messages delivered per second;
+#      local receiver answering 200 at once), warmed up and analyzed as in
+#      step 4 (with the endpoint's deliveries in it), at 64 connections:
+#      ingest and end-to-end against step 4's, and the messages delivered
+#      per second;
 #   5b. one `paygate serve` publishing to NATS JetStream (PAYGATE_NATS_URL: a
 #      `nats-server -js` of its own, Debian's, installed by
 #      scripts/nats-server.sh when missing, storing under tmp/bench/nats) at
