@@ -244,9 +244,10 @@ func translate(err error) error {
 	return fmt.Errorf("%w: %w", sentinel, err)
 }
 
-// queryTransactions reads the transactions of transactions, a FROM item
-// naming them t (a table or a subquery), with their entries, and groups the
-// rows, which come ordered by transaction then entry, into transactions.
+// queryTransactions reads the ledger transactions named t by the FROM item
+// transactions (ledger_transactions itself, or a lookup), restricted by
+// where, with their entries, and groups the rows, which come ordered by
+// transaction then entry, into transactions.
 //
 // Each read costs what it finds, whatever the ledger's size or its
 // statistics: the entries are read per transaction found, through their
