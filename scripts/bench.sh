@@ -26,9 +26,11 @@
 #      per second;
 #   5b. one `paygate serve` publishing to NATS JetStream (PAYGATE_NATS_URL: a
 #      `nats-server -js` of its own, Debian's, installed by
-#      scripts/nats-server.sh when missing, storing under tmp/bench/nats) at
-#      64 connections: ingest and end-to-end against step 4's, and the
-#      messages published per second;
+#      scripts/nats-server.sh when missing, storing under tmp/bench/nats),
+#      warmed up as in step 4 (the publisher first publishes every message
+#      the earlier runs wrote, which the new stream has not seen) and
+#      analyzed, at 64 connections: ingest and end-to-end against step 4's,
+#      and the messages published per second;
 #   6. scale-out: 1, 2 and 4 instances on the same database behind
 #      `loadgen proxy`, at 64 and 256 connections;
 #   7. both one-event pgbench runs again (the ratios use the mean of each), and
@@ -252,7 +254,7 @@ if [[ "${BENCH_NATS:-1}" != 0 ]]; then
 NATS run: $natsver, JetStream file storage on the same machine"
   start_paygate nats "" PAYGATE_NATS_URL="nats://127.0.0.1:$np"
   run_loadgen -label paygate-nats -nats -url "$started_base/webhooks/stripe" \
-    -levels "${BENCH_NATS_LEVELS:-64}" -pids "$started_pid" -warmup 0 -rate 0
+    -levels "${BENCH_NATS_LEVELS:-64}" -pids "$started_pid" -warmup "${BENCH_WARMUP:-5000}" -rate 0
   stop_all
   rm -rf "$out/nats"
 fi
