@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paygate/paygate/internal/freeport"
 	"github.com/paygate/paygate/internal/mailpit"
 	"github.com/paygate/paygate/internal/outbuf"
 	"github.com/paygate/paygate/internal/testdb"
@@ -238,7 +239,7 @@ func TestEmailRolledBackTransactionSendsNothing(t *testing.T) {
 // once mailpit is up on that port the email is delivered once.
 func TestEmailSMTPDownThenUp(t *testing.T) {
 	t.Parallel()
-	port := mailpit.FreePort(t)
+	port := freeport.MustPort(t)
 	b := setupEmail(t, fmt.Sprintf("smtp://127.0.0.1:%d", port))
 	require.True(t, b.enqueue(t, receipt("pi_down", "a@example.com")))
 	b.start(t)
@@ -674,7 +675,7 @@ func TestEnqueueEmailTxInsideAWorker(t *testing.T) {
 // leave the row failed (with the error), not pending forever.
 func TestEmailOutOfAttemptsFails(t *testing.T) {
 	t.Parallel()
-	b := setupEmail(t, fmt.Sprintf("smtp://127.0.0.1:%d", mailpit.FreePort(t)))
+	b := setupEmail(t, fmt.Sprintf("smtp://127.0.0.1:%d", freeport.MustPort(t)))
 	require.True(t, b.enqueue(t, receipt("pi_exhausted", "a@example.com")))
 	var maxAttempts int
 	require.NoError(t, b.pool.QueryRow(context.Background(),

@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paygate/paygate/internal/freeport"
 	"github.com/paygate/paygate/internal/mailpit"
 	"github.com/paygate/paygate/jobs"
 )
@@ -231,7 +232,7 @@ func TestSendEmailsTransientFailureHandedOffOnce(t *testing.T) {
 // once the server is up each is delivered once.
 func TestSendEmailsSMTPDownHandsOffTheRest(t *testing.T) {
 	t.Parallel()
-	port := mailpit.FreePort(t)
+	port := freeport.MustPort(t)
 	b := setupEmail(t, fmt.Sprintf("smtp://127.0.0.1:%d", port))
 	ctx := context.Background()
 	emails := receipts("pi_down", 3)

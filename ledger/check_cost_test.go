@@ -1,12 +1,12 @@
 package ledger_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
@@ -39,18 +39,17 @@ func TestChecksProbeWhateverTheStatistics(t *testing.T) {
 		}
 		return ts
 	}
-	post := func(q *pgxpool.Conn, ts []ledger.Transaction) {
-		require.NoError(t, pgx.BeginFunc(b.ctx, q, func(tx pgx.Tx) error {
+	post := func(db interface {
+		Begin(context.Context) (pgx.Tx, error)
+	}, ts []ledger.Transaction) {
+		require.NoError(t, pgx.BeginFunc(b.ctx, db, func(tx pgx.Tx) error {
 			_, err := ledger.PostManyTx(b.ctx, tx, ts)
 			return err
 		}))
 	}
 	post(conn, batch("first", 10)) // the session plans its checks now
 	for i := range 30 {
-		other, err := b.pool.Acquire(b.ctx)
-		require.NoError(t, err)
-		post(other, batch(fmt.Sprintf("fill%d", i), 100))
-		other.Release()
+		post(b.pool, batch(fmt.Sprintf("fill%d", i), 100)) // other sessions: conn is held
 	}
 
 	const n = 20

@@ -20,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/paygate/paygate/internal/freeport"
 	"github.com/paygate/paygate/internal/mailpit"
 	"github.com/paygate/paygate/mail"
 )
@@ -180,7 +181,7 @@ func TestSendTransientFailures(t *testing.T) {
 	t.Parallel()
 	t.Run("connection refused", func(t *testing.T) {
 		t.Parallel()
-		url := fmt.Sprintf("smtp://127.0.0.1:%d", mailpit.FreePort(t))
+		url := fmt.Sprintf("smtp://127.0.0.1:%d", freeport.MustPort(t))
 		err := newSender(t, url).Send(context.Background(), message("a@example.com", "x.1@paygate"))
 		require.Error(t, err)
 		require.NotErrorIs(t, err, mail.ErrRejected)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/internal/demo"
+	"github.com/paygate/paygate/internal/freeport"
 	"github.com/paygate/paygate/internal/mailpit"
 	"github.com/paygate/paygate/internal/outbuf"
 	"github.com/paygate/paygate/internal/stripesim"
@@ -37,7 +38,7 @@ type makeRun struct {
 func startMakeRun(t *testing.T) *makeRun {
 	t.Helper()
 	_, dbURL := testdb.NewWithURL(t)
-	paygateAddr, worldAddr := freeAddr(t), freeAddr(t)
+	paygateAddr, worldAddr := freeport.Addr(t), freeport.Addr(t)
 	m := &makeRun{world: "http://" + worldAddr, mail: mailpit.Start(t)}
 	for k, v := range devDefaults(t) {
 		m.env = append(m.env, k+"="+v)
@@ -192,7 +193,7 @@ func TestDemoOnMakeRun(t *testing.T) {
 	require.Equal(t, yesterday, *first.Date)
 	require.Empty(t, exceptions(first.Summary), "no exception on the first screen")
 
-	out, err := runDemo(t, []string{"PAYGATE_ADDR=" + m.srv.addr, "PAYGATE_STRIPE_API_URL=http://" + freeAddr(t)})
+	out, err := runDemo(t, []string{"PAYGATE_ADDR=" + m.srv.addr, "PAYGATE_STRIPE_API_URL=http://" + freeport.Addr(t)})
 	require.Error(t, err)
 	require.Contains(t, out, "the demo's shop does not answer", "a demo without its shop says where it looked and what starts it")
 	require.Contains(t, out, "make run starts it")
@@ -339,7 +340,7 @@ func TestDemoOnMakeRun(t *testing.T) {
 // shop as a real Stripe account.
 func TestDemoRefusals(t *testing.T) {
 	t.Parallel()
-	out, err := runDemo(t, []string{"PAYGATE_ADDR=" + freeAddr(t)})
+	out, err := runDemo(t, []string{"PAYGATE_ADDR=" + freeport.Addr(t)})
 	require.Error(t, err)
 	require.Contains(t, out, "start it with `make run`")
 	for name, env := range map[string]map[string]string{

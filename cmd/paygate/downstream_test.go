@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paygate/paygate/internal/freeport"
 	"github.com/paygate/paygate/internal/reliability"
 	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/internal/testdb"
@@ -312,7 +313,7 @@ type consumer struct {
 // delivery's connection is refused.
 func newConsumer(t *testing.T) *consumer {
 	return &consumer{
-		t: t, addr: freeAddr(t), stop: make(chan struct{}),
+		t: t, addr: freeport.Addr(t), stop: make(chan struct{}),
 		requests: map[string]int{}, bodies: map[string][]byte{}, inflight: map[string]int{},
 		applied: map[string]time.Time{}, order: map[string][]int64{},
 	}

@@ -48,11 +48,6 @@ func paygateBinary(t *testing.T) string {
 	return binary
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	return freeport.Addr(t)
-}
-
 const (
 	testSecret   = "whsec_e2e_secret_value"
 	testOps      = "e2e-ops-token-value"
@@ -69,7 +64,7 @@ type server struct {
 
 func startServer(t *testing.T, dbURL string, extraEnv ...string) *server {
 	t.Helper()
-	return startServerAt(t, freeAddr(t), dbURL, extraEnv...)
+	return startServerAt(t, freeport.Addr(t), dbURL, extraEnv...)
 }
 
 // startServerAt is startServer on addr, for a test whose stand-ins must
@@ -230,7 +225,7 @@ func TestServeRefusesAnUnmigratedDatabase(t *testing.T) {
 	_, err := pool.Exec(context.Background(), `DROP TABLE paygate_migrations`)
 	require.NoError(t, err)
 	cmd := exec.Command(paygateBinary(t), "serve")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "PAYGATE_ADDR="+freeAddr(t))
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "PAYGATE_ADDR="+freeport.Addr(t))
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err)
 	require.Contains(t, string(out), "paygate migrate")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/paygate/paygate/internal/freeport"
 	"github.com/paygate/paygate/internal/outbuf"
 	"github.com/paygate/paygate/internal/stripemock"
 	"github.com/paygate/paygate/internal/testdb"
@@ -133,7 +134,7 @@ func TestReadmeDownstream(t *testing.T) {
 		env = append(env, k+"="+v)
 	}
 	srv := startServer(t, dbURL, env...)
-	consumerAddr := freeAddr(t)
+	consumerAddr := freeport.Addr(t)
 	run := func(marker string) string {
 		t.Helper()
 		script := readmeBlock(t, marker)

@@ -81,9 +81,9 @@ func StartWithOpts(t testing.TB, opts *Opts) *Server {
 	for try := 0; try < 4; try++ {
 		smtpPort := opts.SMTPPort
 		if smtpPort == 0 {
-			smtpPort = FreePort(t)
+			smtpPort = freeport.MustPort(t)
 		}
-		s, err := start(bin, filepath.Join(dir, fmt.Sprintf("mailpit-%d.db", try)), smtpPort, FreePort(t), opts.Args)
+		s, err := start(bin, filepath.Join(dir, fmt.Sprintf("mailpit-%d.db", try)), smtpPort, freeport.MustPort(t), opts.Args)
 		if err == nil {
 			t.Cleanup(s.Stop)
 			return s
@@ -350,11 +350,4 @@ func moduleRoot() (string, bool) {
 		}
 		dir = parent
 	}
-}
-
-// FreePort returns a TCP port on 127.0.0.1 that nothing listens on right
-// now (connections to it are refused until someone binds it).
-func FreePort(t testing.TB) int {
-	t.Helper()
-	return freeport.MustPort(t)
 }

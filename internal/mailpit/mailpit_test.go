@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/paygate/paygate/internal/freeport"
 	"github.com/paygate/paygate/internal/mailpit"
 )
 
@@ -54,7 +55,7 @@ func TestChaosRejects(t *testing.T) {
 
 func TestStartOnAGivenPort(t *testing.T) {
 	t.Parallel()
-	port := mailpit.FreePort(t)
+	port := freeport.MustPort(t)
 	require.Error(t, send(fmt.Sprintf("127.0.0.1:%d", port), "b@example.com", "down"), "nothing listens yet")
 	mp := mailpit.StartWithOpts(t, &mailpit.Opts{SMTPPort: port})
 	require.Equal(t, port, mp.SMTPPort())
