@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"syscall"
 	"testing"
 	"time"
 
@@ -94,13 +93,13 @@ func BenchmarkDispatch(b *testing.B) {
 	write(warmup, warmup+b.N)
 	time.Sleep(1500 * time.Millisecond) // the warm-up's counts reported first
 	rowsBefore := rowsWritten(b, pool)
-	pgBefore, goBefore := testdb.BackendCPU(pool), processCPU()
+	pgBefore, goBefore := testdb.BackendCPU(pool), testdb.ProcessCPU()
 
 	b.ResetTimer()
 	drain()
 	b.StopTimer()
 
-	pgCPU, goCPU := testdb.BackendCPU(pool)-pgBefore, processCPU()-goBefore
+	pgCPU, goCPU := testdb.BackendCPU(pool)-pgBefore, testdb.ProcessCPU()-goBefore
 	time.Sleep(1500 * time.Millisecond) // backends report their counts when idle
 	rows := rowsWritten(b, pool) - rowsBefore
 	var delivered int
@@ -124,11 +123,4 @@ func rowsWritten(b *testing.B, pool *pgxpool.Pool) int64 {
 		b.Fatal(err)
 	}
 	return n
-}
-
-// processCPU is this process's CPU time so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

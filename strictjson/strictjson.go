@@ -100,10 +100,17 @@ func UnmarshalOpts(data []byte, v any, opts *Opts) error {
 	if err := s.document(rv.Type().Elem()); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if opts.DisallowUnknownFields {
-		dec.DisallowUnknownFields()
+	if !opts.DisallowUnknownFields {
+		// The scan proved data one valid value: Unmarshal reads it in
+		// place, where a Decoder would first copy it into a buffer grown
+		// by doubling.
+		if err := json.Unmarshal(data, v); err != nil {
+			return decodeError(err)
+		}
+		return nil
 	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -42,4 +43,12 @@ func BackendCPU(pool *pgxpool.Pool) time.Duration {
 	}
 	const userHZ = 100 // Linux's clock ticks per second for /proc
 	return time.Duration(ticks) * time.Second / userHZ
+}
+
+// ProcessCPU is the CPU time this process has spent so far, user and
+// system: a benchmark's Go side, to set beside BackendCPU.
+func ProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
