@@ -45,8 +45,9 @@
 #   BENCH_WARMUP (5000)           events applied, then ANALYZE, before measuring
 #   BENCH_PGBENCH_SECONDS (10)    each pgbench run
 #   BENCH_FLOOR=0                 skips the floor server
-#   BENCH_ENDPOINT=0              skips the run with an endpoint attached;
-#                                 BENCH_ENDPOINT_LEVELS (64)
+#   BENCH_ENDPOINT=0              skips the runs with and without an endpoint
+#                                 attached; BENCH_ENDPOINT_PAIRS (3) pairs of
+#                                 them, BENCH_ENDPOINT_LEVELS (64)
 #   BENCH_NATS=0                  skips the run publishing to NATS;
 #                                 BENCH_NATS_LEVELS (64)
 #   BENCH_SCALEOUT=0              skips scale-out; BENCH_SCALEOUT_INSTANCES
@@ -218,23 +219,54 @@ run_loadgen -label paygate -budget -url "$started_base/webhooks/stripe" -levels 
 stop_all
 
 if [[ "${BENCH_ENDPOINT:-1}" != 0 ]]; then
-  say "paygate, one instance, one endpoint attached (log: tmp/bench/paygate-endpoint.log)"
+  # Pairs of runs on one instance, one with an endpoint attached and one
+  # without, one after the other, the first of each pair alternating: the
+  # machine's load moves one run's rate by more than an endpoint costs, so
+  # each run with it is set against its own partner, and the report takes
+  # the median over the pairs.
+  pairs=${BENCH_ENDPOINT_PAIRS:-3}
+  say "paygate, one instance, $pairs pairs of runs with and without one endpoint (log: tmp/bench/paygate-endpoint.log)"
   p=$(free_port)
   "$out/loadgen" receive -addr "127.0.0.1:$p" >"$out/receiver.log" 2>&1 &
   pids+=("$!")
   wait_ready "http://127.0.0.1:$p/healthz" "$!" "$out/receiver.log"
   receiver="http://127.0.0.1:$p/paygate"
+  receiver_count() { curl -fsS "http://127.0.0.1:$p/count"; }
   start_paygate endpoint
-  endpoint=$(curl -fsS -X POST "$started_base/v1/endpoints" -H "Authorization: Bearer $token" \
-    -H "Idempotency-Key: bench-endpoint-$RANDOM$RANDOM" -H 'Content-Type: application/json' \
-    -d "{\"url\":\"$receiver\",\"event_types\":[\"*\"],\"description\":\"make bench\"}" | sed -n 's/.*"id": "\(ep_[a-z2-7]*\)".*/\1/p')
+  # The first run warms the instance up with the endpoint attached, so
+  # that the deliveries' statistics are a gateway in service's.
+  warmup=${BENCH_WARMUP:-5000}
+  with_endpoint() { # PAIR
+    local endpoint before budget=()
+    endpoint=$(curl -fsS -X POST "$started_base/v1/endpoints" -H "Authorization: Bearer $token" \
+      -H "Idempotency-Key: bench-endpoint-$1-$RANDOM$RANDOM" -H 'Content-Type: application/json' \
+      -d "{\"url\":\"$receiver\",\"event_types\":[\"*\"],\"description\":\"make bench\"}" | sed -n 's/.*"id": "\(ep_[a-z2-7]*\)".*/\1/p')
+    [[ -n "$endpoint" ]] || { say "could not register the endpoint"; return 1; }
+    [[ "$1" == 1 ]] && budget=(-budget)
+    before=$(receiver_count)
+    run_loadgen -label "paygate-endpoint-$1" -pair "$1" -delivery "${budget[@]}" -url "$started_base/webhooks/stripe" \
+      -levels "${BENCH_ENDPOINT_LEVELS:-64}" -pids "$started_pid" -warmup "$warmup" -rate 0 "${profile[@]}"
+    warmup=0 profile=()
+    say "pair $1: the receiver took $(( $(receiver_count) - before )) deliveries"
+    # The run without it measures no delivery.
+    curl -fsS -X DELETE "$started_base/v1/endpoints/$endpoint" -H "Authorization: Bearer $token" >/dev/null
+  }
+  without_endpoint() { # PAIR
+    local budget=()
+    [[ "$1" == 1 ]] && budget=(-budget)
+    run_loadgen -label "paygate-plain-$1" -pair "$1" "${budget[@]}" -url "$started_base/webhooks/stripe" \
+      -levels "${BENCH_ENDPOINT_LEVELS:-64}" -pids "$started_pid" -warmup "$warmup" -rate 0
+    warmup=0
+  }
   profile=()
   [[ -n "${BENCH_PROFILE:-}" ]] && profile=(-cpuprofile "$out/cpu-endpoint.pprof" -ops-token "$token")
-  run_loadgen -label paygate-endpoint -budget -delivery -url "$started_base/webhooks/stripe" \
-    -levels "${BENCH_ENDPOINT_LEVELS:-64}" -pids "$started_pid" -warmup "${BENCH_WARMUP:-5000}" -rate 0 "${profile[@]}"
-  say "receiver took $(curl -fsS "http://127.0.0.1:$p/count") deliveries"
-  # The next runs measure without it.
-  curl -fsS -X DELETE "$started_base/v1/endpoints/$endpoint" -H "Authorization: Bearer $token" >/dev/null
+  for k in $(seq "$pairs"); do
+    if (( k % 2 == 1 )); then
+      with_endpoint "$k"; without_endpoint "$k"
+    else
+      without_endpoint "$k"; with_endpoint "$k"
+    fi
+  done
   stop_all
 fi
 

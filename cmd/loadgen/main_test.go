@@ -319,3 +319,45 @@ func TestReportNATS(t *testing.T) {
 	require.Regexp(t, `64 connections, NATS on: end-to-end within 10 % of without\s+0\.91×\s+met`, text)
 	require.Regexp(t, `64 connections, NATS on: publishing keeps up \(last published ≤ 1 s after the last applied\)\s+\+2\.0 s\s+NOT MET`, text)
 }
+
+// TestReportEndpointPairs: each run with an endpoint is set against its
+// own partner without, the targets take the median over the pairs, the
+// latest delivery of any pair decides whether delivery keeps up, and a
+// non-2xx in either run of a pair counts.
+func TestReportEndpointPairs(t *testing.T) {
+	t.Parallel()
+	lv := func(ingest, e2eSeconds, deliverySeconds float64) level {
+		l := level{Connections: 64, Events: 20000, E2ESeconds: e2eSeconds, Wrk: wrkResult{RequestsPerS: ingest}}
+		if deliverySeconds > 0 {
+			l.Messages, l.DeliverySeconds = 9000, deliverySeconds
+		}
+		return l
+	}
+	run := func(label string, pair int, with bool, l level) series {
+		return series{Label: label, Instances: 1, Pair: pair, Delivery: with, Levels: []level{l}}
+	}
+	failing := lv(7000, 10.5, 10.5)
+	failing.Wrk.Non2xx = 2
+	r := results{Series: []series{
+		{Label: "paygate", Instances: 1, Levels: []level{lv(9000, 8, 0)}},
+		run("with-1", 1, true, lv(7000, 11, 11.5)),
+		run("without-1", 1, false, lv(7500, 10, 0)),
+		run("without-2", 2, false, lv(7000, 10, 0)),
+		run("with-2", 2, true, failing),
+		run("with-3", 3, true, lv(6000, 12, 14)),
+		run("without-3", 3, false, lv(7000, 10, 0)),
+	}}
+	var out bytes.Buffer
+	require.EqualValues(t, 2, report(&out, r, anchors{pgbenchSingle: []float64{3000}, pgbenchBare: []float64{2000}}))
+	text := out.String()
+	require.Contains(t, text, "3 pairs of runs")
+	require.Regexp(t, `(?m)^\s+1\s+64\s+with\s+7500\s+7000\s+0\.93×\s+2000\s+1818\s+0\.91×`, text)
+	require.Regexp(t, `(?m)^\s+2\s+64\s+without\s+7000\s+7000\s+1\.00×\s+2000\s+1905\s+0\.95×.*\s2\s+0\s*$`, text)
+	require.Contains(t, text, "-c64, median of 3 pairs: ingest 0.93×, end to end 0.91× of the run without")
+	require.Regexp(t, `64 connections, one endpoint: ingest within 10 % of without \(median of 3 pairs\)\s+0\.93×\s+met`, text)
+	require.Regexp(t, `64 connections, one endpoint: end-to-end within 10 % of without \(median of 3 pairs\)\s+0\.91×\s+met`, text)
+	require.Regexp(t, `64 connections, one endpoint: end-to-end ≥ 0\.9× bare \(median of 3 pairs\)\s+0\.91×\s+met`, text)
+	require.Regexp(t, `64 connections, one endpoint: delivery keeps up in every pair .*\s+\+2\.0 s\s+NOT MET`, text)
+	require.NotContains(t, text, "paygate, 1 instance, one endpoint attached", "the pairs' runs are not the main series nor a lone endpoint run")
+	require.Contains(t, text, "paygate, 1 instance, wrk -t2 straight to it")
+}

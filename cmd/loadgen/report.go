@@ -104,6 +104,7 @@ func report(out io.Writer, r results, a anchors) int64 {
 	ratioBare := func(v float64) string { return ratioTo(v, bare) }
 	var floor, main, endpoint, broker *series
 	var scale []*series
+	var pairs []*endpointPair
 	for i := range r.Series {
 		s := &r.Series[i]
 		switch {
@@ -111,6 +112,8 @@ func report(out io.Writer, r results, a anchors) int64 {
 			floor = s
 		case s.NATS:
 			broker = s
+		case s.Pair > 0:
+			pairs = addToPair(pairs, s)
 		case s.Delivery:
 			endpoint = s
 		case s.Proxied:
@@ -217,6 +220,61 @@ func report(out io.Writer, r results, a anchors) int64 {
 			}
 		}
 	}
+	var pl []pairLevel
+	if len(pairs) > 0 {
+		fmt.Fprintf(out, "\none endpoint attached (a local receiver answering 200 at once) against none: %d pairs of runs made one after the other on one instance, each pair's first alternating\n", len(pairs))
+		w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(w, "pair\tconns\tfirst\tingest/s without\twith\tvs\te2e/s without\twith\tvs\twith ×bare\tmessages/s\tlast delivered after last applied\tnon-2xx\tsock err\t")
+		var notes []string
+		for _, p := range pairs {
+			for _, x := range p.levels() {
+				pl = append(pl, x)
+				first := "without"
+				if p.withFirst {
+					first = "with"
+				}
+				msgs := "-"
+				if x.with.Messages > 0 && x.with.DeliverySeconds > 0 {
+					msgs = strconv.FormatFloat(float64(x.with.Messages)/x.with.DeliverySeconds, 'f', 0, 64)
+				}
+				failed := x.with.Wrk.Non2xx + x.without.Wrk.Non2xx
+				sock := x.with.Wrk.socketErrors() + x.without.Wrk.socketErrors()
+				bad += failed + sock
+				fmt.Fprintf(w, "%d\t%d\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%+.1f s\t%d\t%d\t\n",
+					p.n, x.with.Connections, first, x.without.ingest(), x.with.ingest(), times(x.with.ingest(), x.without.ingest()),
+					orDash(x.without.e2e(), 0), orDash(x.with.e2e(), 0), times(x.with.e2e(), x.without.e2e()), ratioBare(x.with.e2e()),
+					msgs, x.lag(), failed, sock)
+				for _, n := range x.without.notes() {
+					notes = append(notes, fmt.Sprintf("pair %d without: %s", p.n, n))
+				}
+				for _, n := range x.with.notes() {
+					notes = append(notes, fmt.Sprintf("pair %d with: %s", p.n, n))
+				}
+			}
+		}
+		w.Flush()
+		for _, n := range notes {
+			fmt.Fprintln(out, "  "+n)
+		}
+		for _, c := range pairConnections(pl) {
+			m := medianPair(pl, c)
+			fmt.Fprintf(out, "-c%d, median of %d pairs: ingest %s, end to end %s of the run without\n", c, m.n, times(m.ingest, 1), times(m.e2e, 1))
+		}
+		for _, x := range pl {
+			for _, side := range []struct {
+				name string
+				lv   *level
+			}{{"without", x.without}, {"with", x.with}} {
+				if b, n := side.lv.Budget, side.lv.Stored; b != nil && n > 0 {
+					fmt.Fprintf(out, "pair %d %s, -c%d per event applied: %.1f statements in %.1f round trips, %.1f rows written, %.0f bytes of WAL (the server's)\n",
+						x.pair, side.name, side.lv.Connections, b.Statements/float64(n), b.RoundTrips/float64(n), b.Rows/float64(n), b.WALBytes/float64(n))
+				}
+			}
+		}
+		if rss := pairsPeakRSS(pairs); rss > 0 {
+			fmt.Fprintf(out, "peak RSS (VmHWM) of the instance: %.0f MiB\n", float64(rss)/(1<<20))
+		}
+	}
 	if broker != nil {
 		bad += levels("paygate, 1 instance, publishing to NATS JetStream (a local nats-server -js, file storage); vs 1: against the run without", broker, main)
 		for _, lv := range broker.Levels {
@@ -283,6 +341,17 @@ func report(out io.Writer, r results, a anchors) int64 {
 				// the last event's applying, whatever the backlog then.
 				fmt.Fprintf(w, "%d connections, one endpoint: delivery keeps up (last delivered ≤ 1 s after the last applied)\t%+.1f s\t%s\t\n", c, lv.DeliverySeconds-lv.E2ESeconds, verdict(lv.DeliverySeconds-lv.E2ESeconds <= 1))
 			}
+		}
+	}
+	for _, c := range pairConnections(pl) {
+		m := medianPair(pl, c)
+		fmt.Fprintf(w, "%d connections, one endpoint: ingest within 10 %% of without (median of %d pairs)\t%s\t%s\t\n", c, m.n, times(m.ingest, 1), verdict(m.ingest >= 0.9))
+		fmt.Fprintf(w, "%d connections, one endpoint: end-to-end within 10 %% of without (median of %d pairs)\t%s\t%s\t\n", c, m.n, times(m.e2e, 1), verdict(m.e2e >= 0.9))
+		if bare > 0 {
+			fmt.Fprintf(w, "%d connections, one endpoint: end-to-end ≥ 0.9× bare (median of %d pairs)\t%s\t%s\t\n", c, m.n, ratioBare(m.withE2E), verdict(m.withE2E >= 0.9*bare))
+		}
+		if m.measuredLag {
+			fmt.Fprintf(w, "%d connections, one endpoint: delivery keeps up in every pair (last delivered ≤ 1 s after the last applied; the latest)\t%+.1f s\t%s\t\n", c, m.worstLag, verdict(m.worstLag <= 1))
 		}
 	}
 	if broker != nil && main != nil {
@@ -384,4 +453,132 @@ func orDash(v float64, prec int) string {
 		return "-"
 	}
 	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+// endpointPair is a pair of runs on one instance made one after the other,
+// one with an endpoint attached and one without: on a shared machine the
+// load moves a single run's rate by more than an endpoint's cost, so the
+// report sets each run with an endpoint against its own partner, and
+// takes the median over the pairs.
+type endpointPair struct {
+	n             int
+	with, without *series
+	withFirst     bool // the run with the endpoint was made first
+}
+
+// addToPair files s, one of a pair's runs, with its partner; pairs stay
+// in the order of their first run.
+func addToPair(pairs []*endpointPair, s *series) []*endpointPair {
+	var p *endpointPair
+	for _, q := range pairs {
+		if q.n == s.Pair {
+			p = q
+		}
+	}
+	if p == nil {
+		p = &endpointPair{n: s.Pair, withFirst: s.Delivery}
+		pairs = append(pairs, p)
+	}
+	if s.Delivery {
+		p.with = s
+	} else {
+		p.without = s
+	}
+	return pairs
+}
+
+// pairLevel is one connection count measured by both runs of a pair.
+type pairLevel struct {
+	pair          int
+	with, without *level
+}
+
+// levels are the connection counts both of p's runs measured.
+func (p *endpointPair) levels() []pairLevel {
+	if p.with == nil || p.without == nil {
+		return nil
+	}
+	var out []pairLevel
+	for i := range p.with.Levels {
+		if without := p.without.level(p.with.Levels[i].Connections); without != nil {
+			out = append(out, pairLevel{pair: p.n, with: &p.with.Levels[i], without: without})
+		}
+	}
+	return out
+}
+
+// lag is how long after the last event was applied the last message was
+// delivered (negative: before it).
+func (x pairLevel) lag() float64 { return x.with.DeliverySeconds - x.with.E2ESeconds }
+
+func pairConnections(pl []pairLevel) []int {
+	var out []int
+	for _, x := range pl {
+		if !slices.Contains(out, x.with.Connections) {
+			out = append(out, x.with.Connections)
+		}
+	}
+	return out
+}
+
+// pairMedians are the pairs' figures at one connection count.
+type pairMedians struct {
+	n           int
+	ingest, e2e float64 // the median ratio, with to without
+	withE2E     float64 // the median end-to-end rate with the endpoint
+	worstLag    float64 // the latest last delivery after the last applied event
+	measuredLag bool
+}
+
+func medianPair(pl []pairLevel, conns int) pairMedians {
+	var m pairMedians
+	var ingest, e2e, withE2E []float64
+	for _, x := range pl {
+		if x.with.Connections != conns {
+			continue
+		}
+		m.n++
+		if x.with.ingest() > 0 && x.without.ingest() > 0 {
+			ingest = append(ingest, x.with.ingest()/x.without.ingest())
+		}
+		if x.with.e2e() > 0 && x.without.e2e() > 0 {
+			e2e = append(e2e, x.with.e2e()/x.without.e2e())
+			withE2E = append(withE2E, x.with.e2e())
+		}
+		if x.with.Messages > 0 && x.with.E2ESeconds > 0 {
+			if !m.measuredLag || x.lag() > m.worstLag {
+				m.worstLag = x.lag()
+			}
+			m.measuredLag = true
+		}
+	}
+	m.ingest, m.e2e, m.withE2E = median(ingest), median(e2e), median(withE2E)
+	return m
+}
+
+// median is the middle value, or the mean of the two middle ones; 0 for
+// none.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	vs = slices.Sorted(slices.Values(vs))
+	if len(vs)%2 == 1 {
+		return vs[len(vs)/2]
+	}
+	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+}
+
+// pairsPeakRSS is the highest peak RSS the pairs' runs saw (one instance
+// made them all).
+func pairsPeakRSS(pairs []*endpointPair) int64 {
+	var top int64
+	for _, p := range pairs {
+		for _, s := range []*series{p.with, p.without} {
+			if s != nil && len(s.PeakRSS) > 0 {
+				top = max(top, slices.Max(s.PeakRSS))
+			}
+		}
+	}
+	return top
 }

@@ -56,6 +56,7 @@ type runOptions struct {
 	delivery     bool
 	nats         bool
 	budget       bool
+	pair         int
 }
 
 func runCommand(args []string) error {
@@ -88,6 +89,7 @@ func runCommand(args []string) error {
 	fs.StringVar(&o.profileOut, "cpuprofile", "", "save a CPU profile of the first instance during the highest level here (needs -ops-token)")
 	fs.StringVar(&o.profileToken, "ops-token", "", "an ops bearer token, for /debug/pprof/")
 	fs.BoolVar(&o.delivery, "delivery", false, "an endpoint is attached: after each level, wait until its messages are delivered (needs -database-url)")
+	fs.IntVar(&o.pair, "pair", 0, "this run is one of pair N of runs with and without an endpoint, made one after the other on one instance (for the report)")
 	fs.BoolVar(&o.nats, "nats", false, "publishing to NATS JetStream is on: after each level, wait until its messages are published (needs -database-url)")
 	_ = fs.Parse(args)
 
@@ -113,6 +115,10 @@ type series struct {
 	Delivery bool `json:"delivery,omitempty"`
 	// NATS: publishing to NATS JetStream was on, and measured.
 	NATS bool `json:"nats,omitempty"`
+	// Pair: this run is one of the Pair-th pair of runs on one instance,
+	// one with an endpoint attached (Delivery) and one without, one after
+	// the other; the report sets each against its partner.
+	Pair int `json:"pair,omitempty"`
 }
 
 // level is one wrk run and what followed it.
@@ -145,7 +151,7 @@ type level struct {
 }
 
 func run(ctx context.Context, o runOptions) (series, error) {
-	s := series{Label: o.label, Floor: o.floor, Instances: o.instances, Proxied: o.proxied, Delivery: o.delivery, NATS: o.nats}
+	s := series{Label: o.label, Floor: o.floor, Instances: o.instances, Proxied: o.proxied, Delivery: o.delivery, NATS: o.nats, Pair: o.pair}
 	target, err := url.Parse(o.url)
 	if err != nil || target.Host == "" {
 		return s, fmt.Errorf("-url %q: not an http URL", o.url)
