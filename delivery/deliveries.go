@@ -99,8 +99,9 @@ func ListDeliveries(ctx context.Context, q Querier, endpointID string, f Deliver
 				   AND ($4 < 0 OR m.position < $4) AND ($2 = '' OR $2 = 'pending') AND ($3 = '' OR m.id = $3)
 				   AND m.created_at >= (SELECT created_at FROM endpoints WHERE id = $1)
 				   AND (SELECT event_types FROM endpoints WHERE id = $1) && ARRAY['*', m.type]
-				   -- A probe per message, as the dispatcher's claim (feedClaim).
-				   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = $1 AND d.message_id = m.id OFFSET 0)
+				   -- A probe per message, by the message, as the dispatcher's
+				   -- claim (feedClaim).
+				   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = m.id AND d.endpoint_id || '' = $1 OFFSET 0)
 				 ORDER BY m.position DESC LIMIT $5)
 			) p ORDER BY position DESC LIMIT $5)
 		SELECT `+deliveryColumns+` FROM delivery_queue
