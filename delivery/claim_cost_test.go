@@ -63,16 +63,24 @@ func feedClaimCost(t *testing.T, stats string) {
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
-	_, err = conn.Exec(ctx, claimSessionSQL)
-	require.NoError(t, err)
-	defer conn.Exec(ctx, `RESET plan_cache_mode`) //nolint:errcheck // the pool's connection goes back as it came
 	_, err = conn.Conn().Prepare(ctx, "claim", feedClaim)
 	require.NoError(t, err)
+	// As a claim runs it: after probeSQL, in one transaction.
+	claim := func(f func(tx pgx.Tx)) {
+		require.NoError(t, pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, probeSQL)
+			require.NoError(t, err)
+			f(tx)
+			return nil
+		}))
+	}
 	for range 10 {
-		rows, err := conn.Query(ctx, "claim", e.ID, 128, 32)
-		require.NoError(t, err)
-		rows.Close()
-		require.NoError(t, rows.Err())
+		claim(func(tx pgx.Tx) {
+			rows, err := tx.Query(ctx, "claim", e.ID, 128, 32)
+			require.NoError(t, err)
+			rows.Close()
+			require.NoError(t, rows.Err())
+		})
 	}
 
 	const history = 5000
@@ -97,7 +105,9 @@ func feedClaimCost(t *testing.T, stats string) {
 		Plan planNode `json:"Plan"`
 	}
 	var raw []byte
-	require.NoError(t, conn.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim($1, 128, 32)`, pgx.QueryExecModeSimpleProtocol, e.ID).Scan(&raw))
+	claim(func(tx pgx.Tx) {
+		require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim($1, 128, 32)`, pgx.QueryExecModeSimpleProtocol, e.ID).Scan(&raw))
+	})
 	require.NoError(t, json.Unmarshal(raw, &plan))
 	require.Len(t, plan, 1)
 	claimed, read := plan[0].Plan.ActualRows, plan[0].Plan.rowsOf("deliveries")

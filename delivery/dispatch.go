@@ -170,18 +170,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, rc *river.Client[pgx.Tx], end
 		return 0, nil
 	}
 	defer func() {
-		_, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, dispatchLockKey(endpointID))
-		if err == nil {
-			_, err = conn.Exec(context.WithoutCancel(ctx), `RESET plan_cache_mode`)
-		}
-		if err != nil {
-			// Closing it is what lets the lock go, and the setting with it.
-			conn.Conn().Close(context.WithoutCancel(ctx)) //nolint:errcheck // closing is the fallback
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, dispatchLockKey(endpointID)); err != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx)) //nolint:errcheck // closing it is what lets the lock go
 		}
 	}()
-	if _, err := conn.Exec(ctx, claimSessionSQL); err != nil {
-		return 0, fmt.Errorf("dispatch %s: %w", endpointID, err)
-	}
 
 	// Lanes overlap one batch's database round trips with another's
 	// sends. A lane claims more than it may send at once, so that each
@@ -278,8 +270,8 @@ type claimBatch struct {
 // one of this object pending there?), and the record's, go by the message
 // or the object, whose indexes hold a row per endpoint it went to, with
 // the endpoint compared as an expression (concatenated with an empty
-// string), which no index can take, and are planned at each run
-// (claimSessionSQL). Compared as the column, the planner is free to go by the endpoint's own
+// string), which no index can take, and never as a sequential scan
+// (probeSQL). Compared as the column, the planner is free to go by the endpoint's own
 // index and filter its every delivery, a month of them, by message, for
 // each message; and a plan kept from when the table was empty scans it. On
 // the statistics of a deliveries table analyzed while empty or small (a
@@ -329,6 +321,7 @@ func (d *Dispatcher) claim(ctx context.Context, run *dispatch) (Endpoint, claimB
 		sending = append(sending, id)
 	}
 	batch := &pgx.Batch{}
+	batch.Queue(probeSQL) // a batch is one transaction
 	batch.Queue(`SELECT `+endpointColumns+` FROM endpoints WHERE id = $1`, run.endpointID)
 	// The due messages are the heads of their objects' queues here:
 	// the records and the requeues keep every other pending message of an
@@ -353,7 +346,11 @@ func (d *Dispatcher) claim(ctx context.Context, run *dispatch) (Endpoint, claimB
 		batch.Queue(feedClaim, run.endpointID, claimFactor*d.config.MaxInFlight, share)
 	}
 	results := run.conn.SendBatch(ctx, batch)
-	e, err := scanEndpoint(results.QueryRow())
+	_, err := results.Exec()
+	var e Endpoint
+	if err == nil {
+		e, err = scanEndpoint(results.QueryRow())
+	}
 	var (
 		claims  []claimed
 		fed     []claimed
@@ -688,6 +685,7 @@ func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e End
 		}
 		return d.health(ctx, tx, rc, e, anySuccess, anyFailure, gone)
 	})
+
 	if err != nil || len(held) == 0 {
 		return err
 	}
@@ -789,17 +787,14 @@ func (d *Dispatcher) health(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx
 // not do this: a place a reader saw must never be given again.
 const lazyCommitSQL = `SET LOCAL synchronous_commit = off`
 
-// claimSessionSQL is set on a dispatcher's connection while it claims, and
-// probeSQL in each record: their statements are planned at each run, on
-// the deliveries table as it is then. A connection keeps the plans of its
-// prepared statements, and one made while the table was small (a scan of
-// it, once the planner settles on a generic plan) reads the whole table
-// for every message once it has grown (see feedClaim). Planning costs
-// each batch of messages well under a millisecond.
-const (
-	claimSessionSQL = `SET plan_cache_mode = force_custom_plan`
-	probeSQL        = `SET LOCAL plan_cache_mode = force_custom_plan`
-)
+// probeSQL begins each claim and each record, in its transaction: their
+// probes of an endpoint's deliveries go by an index whatever the
+// statistics (see feedClaim). A connection keeps the plans of its prepared
+// statements, and one made while the deliveries table was small scans it,
+// for every message, once it has grown. Without JIT: the scans left (of
+// one-row tables) are costed as disabled, which puts a plan past
+// jit_above_cost, and compiling it took half a second a claim.
+const probeSQL = `SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`
 
 // releaseHeads lets the first pending message of each object of $1 (all
 // objects when NULL) go at once where it is held at 'infinity', at
