@@ -152,7 +152,10 @@ run() {
   local before after fresh=""
   [[ "$kind" == empty ]] && fresh=fresh
   before=$(io_counters "$rurl" "$fresh")
+  # One pair of runs with and without an endpoint a run (make bench's
+  # three would triple its length; the growth runs are pairs already).
   BENCH_DATABASE="$name" BENCH_DATABASE_KEEP="$keep" BENCH_LEVELS="$conns" BENCH_SCALEOUT=0 BENCH_FLOOR="${BENCH_FLOOR:-0}" \
+    BENCH_ENDPOINT_PAIRS="${BENCH_ENDPOINT_PAIRS:-1}" \
     scripts/bench.sh >"$dir/bench.log" 2>&1 || { tail -30 "$dir/bench.log" >&2; say "level $level: bench failed"; exit 1; }
   after=$(io_counters "$rurl")
   awk -v a="$after" -v b="$before" 'BEGIN { n = split(a, x); split(b, y)
