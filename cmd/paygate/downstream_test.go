@@ -227,6 +227,21 @@ func (b *downstreamBundle) dump(paymentID string) {
 
 // register adds an endpoint for every type at c's URL and gives c its
 // secret; it returns the endpoint's id.
+// setStatus enables or disables an endpoint through the API.
+func (b *downstreamBundle) setStatus(g *reliability.Gateway, id, status string) {
+	b.t.Helper()
+	req, err := http.NewRequest(http.MethodPatch, g.URL()+"/v1/endpoints/"+id, strings.NewReader(fmt.Sprintf(`{"status":%q}`, status)))
+	require.NoError(b.t, err)
+	req.Header.Set("Authorization", "Bearer "+reliability.OpsToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", rand.Text())
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(b.t, err)
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	require.Equal(b.t, http.StatusOK, resp.StatusCode, string(raw))
+}
+
 func (b *downstreamBundle) register(g *reliability.Gateway, c *consumer) string {
 	b.t.Helper()
 	body := fmt.Sprintf(`{"url":%q,"event_types":["*"],"description":"downstream test"}`, c.URL())
@@ -732,13 +747,33 @@ func TestDownstreamIsolation(t *testing.T) {
 
 	t.Logf("ingest, events/s, best of %d and of %d bursts: %.0f alone, %.0f beside the bad endpoints (%.2f×)",
 		len(base.rates), len(bad.rates), base.rate(), bad.rate(), bad.rate()/base.rate())
+	alone := base.rate()
+	if bad.rate() < 0.5*alone {
+		// Other packages' suites may have loaded the machine since the
+		// first measure (in one full make test, all twenty bursts beside
+		// the bad endpoints ran at a third of five alone before them).
+		// Measure alone again, the bad endpoints disabled and their last
+		// attempts over (a hanging one ends at its 2 s timeout), and hold
+		// the bursts beside them to the lower of the two: endpoints that
+		// held ingest up would leave this measure as fast as the first.
+		for _, id := range []string{deadID, hangingID, flakyID} {
+			b.setStatus(g, id, "disabled")
+		}
+		time.Sleep(2500 * time.Millisecond)
+		again := b.measure(g, healthy, 0)
+		t.Logf("ingest alone again, the bad endpoints disabled: %.0f events/s, best of %d bursts", again.rate(), len(again.rates))
+		alone = min(alone, again.rate())
+		for _, id := range []string{deadID, hangingID, flakyID} {
+			b.setStatus(g, id, "enabled") // their messages are sent from here
+		}
+	}
 	t.Logf("healthy endpoint, commit to arrival, p50 of %d: %s alone, %s beside the bad endpoints",
 		len(bad.latencies), base.p50().Round(time.Millisecond), bad.p50().Round(time.Millisecond))
 	// The absolute floor stays under the hanging endpoint's 2 s timeout: a
 	// healthy message held behind a hanging one cannot hide beneath it.
 	limit := max(3*base.p50(), base.p50()+time.Second)
 	require.LessOrEqual(t, bad.p50(), limit, "the healthy endpoint's latency beside the bad ones")
-	require.GreaterOrEqual(t, bad.rate(), 0.5*base.rate(), "ingest beside the bad endpoints")
+	require.GreaterOrEqual(t, bad.rate(), 0.5*alone, "ingest beside the bad endpoints")
 
 	// The bad endpoints were being tried meanwhile.
 	hanging.mu.Lock()
