@@ -271,13 +271,13 @@ type claimBatch struct {
 // or the object, whose indexes hold a row per endpoint it went to, with
 // the endpoint compared as an expression (concatenated with an empty
 // string), which no index can take, and never as a sequential scan
-// (probeSQL). Compared as the column, the planner is free to go by the endpoint's own
-// index and filter its every delivery, a month of them, by message, for
-// each message; and a plan kept from when the table was empty scans it. On
-// the statistics of a deliveries table analyzed while empty or small (a
-// new database, an endpoint added long after the last ANALYZE) both
-// happened, and a second endpoint's delivery fell tens of seconds behind
-// applying in make bench (TestFeedClaimReadsWhatItClaims).
+// (probeSQL). Compared as the column, the planner is free to go by the
+// endpoint's own index and filter its every delivery, a month of them, by
+// message, for each message; and a plan kept from when the table was empty
+// scans it. On the statistics of a deliveries table analyzed while empty
+// or small (a new database, an endpoint added long after the last
+// ANALYZE) both happened, and a second endpoint's delivery fell tens of
+// seconds behind applying in make bench (TestFeedClaimReadsWhatItClaims).
 const feedClaim = `
 	WITH e AS (
 		SELECT handed_through, event_types, created_at,
@@ -685,7 +685,6 @@ func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e End
 		}
 		return d.health(ctx, tx, rc, e, anySuccess, anyFailure, gone)
 	})
-
 	if err != nil || len(held) == 0 {
 		return err
 	}
