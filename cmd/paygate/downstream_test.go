@@ -225,36 +225,35 @@ func (b *downstreamBundle) dump(paymentID string) {
 	}
 }
 
-// register adds an endpoint for every type at c's URL and gives c its
-// secret; it returns the endpoint's id.
+// opsCall sends an ops request with a JSON body, requires the status want,
+// and returns the answer's body.
+func (b *downstreamBundle) opsCall(g *reliability.Gateway, method, path, body string, want int) []byte {
+	b.t.Helper()
+	req, err := http.NewRequest(method, g.URL()+path, strings.NewReader(body))
+	require.NoError(b.t, err)
+	req.Header.Set("Authorization", "Bearer "+reliability.OpsToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", rand.Text())
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(b.t, err)
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	require.Equal(b.t, want, resp.StatusCode, string(raw))
+	return raw
+}
+
 // setStatus enables or disables an endpoint through the API.
 func (b *downstreamBundle) setStatus(g *reliability.Gateway, id, status string) {
 	b.t.Helper()
-	req, err := http.NewRequest(http.MethodPatch, g.URL()+"/v1/endpoints/"+id, strings.NewReader(fmt.Sprintf(`{"status":%q}`, status)))
-	require.NoError(b.t, err)
-	req.Header.Set("Authorization", "Bearer "+reliability.OpsToken)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", rand.Text())
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(b.t, err)
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	require.Equal(b.t, http.StatusOK, resp.StatusCode, string(raw))
+	b.opsCall(g, http.MethodPatch, "/v1/endpoints/"+id, fmt.Sprintf(`{"status":%q}`, status), http.StatusOK)
 }
 
+// register adds an endpoint for every type at c's URL and gives c its
+// secret; it returns the endpoint's id.
 func (b *downstreamBundle) register(g *reliability.Gateway, c *consumer) string {
 	b.t.Helper()
-	body := fmt.Sprintf(`{"url":%q,"event_types":["*"],"description":"downstream test"}`, c.URL())
-	req, err := http.NewRequest(http.MethodPost, g.URL()+"/v1/endpoints", strings.NewReader(body))
-	require.NoError(b.t, err)
-	req.Header.Set("Authorization", "Bearer "+reliability.OpsToken)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", rand.Text())
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(b.t, err)
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	require.Equal(b.t, http.StatusCreated, resp.StatusCode, string(raw))
+	raw := b.opsCall(g, http.MethodPost, "/v1/endpoints",
+		fmt.Sprintf(`{"url":%q,"event_types":["*"],"description":"downstream test"}`, c.URL()), http.StatusCreated)
 	var ep struct {
 		ID     string `json:"id"`
 		Secret string `json:"secret"`
