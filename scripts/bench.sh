@@ -254,9 +254,8 @@ if [[ "${BENCH_ENDPOINT:-1}" != 0 ]]; then
     # would clean and analyze them after that; the shared server may run
     # without it, and the next endpoint would probe through the dead rows
     # on statistics of their first few hundred.
-    autovacuum
+    "$psql" "$url" -qc "VACUUM (ANALYZE) deliveries, delivery_attempts" >/dev/null
   }
-  autovacuum() { "$psql" "$url" -qc "VACUUM (ANALYZE) deliveries, delivery_attempts" >/dev/null; }
   without_endpoint() { # PAIR
     local budget=()
     [[ "$1" == 1 ]] && budget=(-budget)

@@ -102,7 +102,7 @@ func report(out io.Writer, r results, a anchors) int64 {
 	}
 	ratio := func(v float64) string { return ratioTo(v, base) }
 	ratioBare := func(v float64) string { return ratioTo(v, bare) }
-	var floor, main, endpoint, broker *series
+	var floor, main, broker *series
 	var scale []*series
 	var pairs []*endpointPair
 	for i := range r.Series {
@@ -112,10 +112,8 @@ func report(out io.Writer, r results, a anchors) int64 {
 			floor = s
 		case s.NATS:
 			broker = s
-		case s.Pair > 0:
+		case s.Pair > 0 || s.Delivery:
 			pairs = addToPair(pairs, s)
-		case s.Delivery:
-			endpoint = s
 		case s.Proxied:
 			scale = append(scale, s)
 		case main == nil:
@@ -186,9 +184,8 @@ func report(out io.Writer, r results, a anchors) int64 {
 			fmt.Fprintln(out, "  "+n)
 		}
 		for _, lv := range s.Levels {
-			if b, n := lv.Budget, lv.Stored; b != nil && n > 0 {
-				fmt.Fprintf(out, "-c%d per event applied: %.1f statements in %.1f round trips, %.1f rows written, %.0f bytes of WAL (the server's)\n",
-					lv.Connections, b.Statements/float64(n), b.RoundTrips/float64(n), b.Rows/float64(n), b.WALBytes/float64(n))
+			if b := lv.budgetLine(); b != "" {
+				fmt.Fprintf(out, "-c%d %s\n", lv.Connections, b)
 			}
 		}
 		if len(s.PeakRSS) > 0 {
@@ -211,16 +208,10 @@ func report(out io.Writer, r results, a anchors) int64 {
 			}
 		}
 	}
-	if endpoint != nil {
-		bad += levels("paygate, 1 instance, one endpoint attached (a local receiver answering 200 at once); vs 1: against the run without", endpoint, main)
-		for _, lv := range endpoint.Levels {
-			if lv.Messages > 0 && lv.DeliverySeconds > 0 {
-				fmt.Fprintf(out, "-c%d: %d messages delivered %.1f s after the first send: %.0f messages/s; %d deliveries pending when the last event was applied\n",
-					lv.Connections, lv.Messages, lv.DeliverySeconds, float64(lv.Messages)/lv.DeliverySeconds, lv.Backlog)
-			}
-		}
-	}
-	var pl []pairLevel
+	var (
+		pl      []pairLevel
+		medians []pairMedians
+	)
 	if len(pairs) > 0 {
 		fmt.Fprintf(out, "\none endpoint attached (a local receiver answering 200 at once) against none: %d pairs of runs made one after the other on one instance, each pair's first alternating\n", len(pairs))
 		w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -256,19 +247,16 @@ func report(out io.Writer, r results, a anchors) int64 {
 		for _, n := range notes {
 			fmt.Fprintln(out, "  "+n)
 		}
-		for _, c := range pairConnections(pl) {
-			m := medianPair(pl, c)
-			fmt.Fprintf(out, "-c%d, median of %d pairs: ingest %s, end to end %s of the run without\n", c, m.n, times(m.ingest, 1), times(m.e2e, 1))
+		medians = pairMediansOf(pl)
+		for _, m := range medians {
+			fmt.Fprintf(out, "-c%d, median of %d pairs: ingest %s, end to end %s of the run without\n", m.conns, m.n, times(m.ingest, 1), times(m.e2e, 1))
 		}
 		for _, x := range pl {
-			for _, side := range []struct {
-				name string
-				lv   *level
-			}{{"without", x.without}, {"with", x.with}} {
-				if b, n := side.lv.Budget, side.lv.Stored; b != nil && n > 0 {
-					fmt.Fprintf(out, "pair %d %s, -c%d per event applied: %.1f statements in %.1f round trips, %.1f rows written, %.0f bytes of WAL (the server's)\n",
-						x.pair, side.name, side.lv.Connections, b.Statements/float64(n), b.RoundTrips/float64(n), b.Rows/float64(n), b.WALBytes/float64(n))
-				}
+			if b := x.without.budgetLine(); b != "" {
+				fmt.Fprintf(out, "pair %d without, -c%d %s\n", x.pair, x.without.Connections, b)
+			}
+			if b := x.with.budgetLine(); b != "" {
+				fmt.Fprintf(out, "pair %d with, -c%d %s\n", x.pair, x.with.Connections, b)
 			}
 		}
 		if rss := pairsPeakRSS(pairs); rss > 0 {
@@ -324,27 +312,8 @@ func report(out io.Writer, r results, a anchors) int64 {
 			fmt.Fprintf(w, "peak RSS ≤ 200 MiB (VmHWM)\t%.0f MiB\t%s\t\n", float64(rss)/(1<<20), verdict(rss <= 200<<20))
 		}
 	}
-	if endpoint != nil && main != nil {
-		for _, lv := range endpoint.Levels {
-			ref := main.level(lv.Connections)
-			if ref == nil {
-				continue
-			}
-			c := lv.Connections
-			fmt.Fprintf(w, "%d connections, one endpoint: ingest within 10 %% of without\t%s\t%s\t\n", c, times(lv.ingest(), ref.ingest()), verdict(lv.ingest() >= 0.9*ref.ingest()))
-			fmt.Fprintf(w, "%d connections, one endpoint: end-to-end within 10 %% of without\t%s\t%s\t\n", c, times(lv.e2e(), ref.e2e()), verdict(lv.e2e() >= 0.9*ref.e2e()))
-			if bare > 0 {
-				fmt.Fprintf(w, "%d connections, one endpoint: end-to-end ≥ 0.9× bare\t%s\t%s\t\n", c, ratioBare(lv.e2e()), verdict(lv.e2e() >= 0.9*bare))
-			}
-			if lv.Messages > 0 && lv.E2ESeconds > 0 {
-				// Keeping up: the last message left within a second of
-				// the last event's applying, whatever the backlog then.
-				fmt.Fprintf(w, "%d connections, one endpoint: delivery keeps up (last delivered ≤ 1 s after the last applied)\t%+.1f s\t%s\t\n", c, lv.DeliverySeconds-lv.E2ESeconds, verdict(lv.DeliverySeconds-lv.E2ESeconds <= 1))
-			}
-		}
-	}
-	for _, c := range pairConnections(pl) {
-		m := medianPair(pl, c)
+	for _, m := range medians {
+		c := m.conns
 		fmt.Fprintf(w, "%d connections, one endpoint: ingest within 10 %% of without (median of %d pairs)\t%s\t%s\t\n", c, m.n, times(m.ingest, 1), verdict(m.ingest >= 0.9))
 		fmt.Fprintf(w, "%d connections, one endpoint: end-to-end within 10 %% of without (median of %d pairs)\t%s\t%s\t\n", c, m.n, times(m.e2e, 1), verdict(m.e2e >= 0.9))
 		if bare > 0 {
@@ -511,18 +480,9 @@ func (p *endpointPair) levels() []pairLevel {
 // delivered (negative: before it).
 func (x pairLevel) lag() float64 { return x.with.DeliverySeconds - x.with.E2ESeconds }
 
-func pairConnections(pl []pairLevel) []int {
-	var out []int
-	for _, x := range pl {
-		if !slices.Contains(out, x.with.Connections) {
-			out = append(out, x.with.Connections)
-		}
-	}
-	return out
-}
-
 // pairMedians are the pairs' figures at one connection count.
 type pairMedians struct {
+	conns       int
 	n           int
 	ingest, e2e float64 // the median ratio, with to without
 	withE2E     float64 // the median end-to-end rate with the endpoint
@@ -530,8 +490,20 @@ type pairMedians struct {
 	measuredLag bool
 }
 
+// pairMediansOf are pl's medians, a connection count each, in the order
+// of their first pair.
+func pairMediansOf(pl []pairLevel) []pairMedians {
+	var out []pairMedians
+	for _, x := range pl {
+		if !slices.ContainsFunc(out, func(m pairMedians) bool { return m.conns == x.with.Connections }) {
+			out = append(out, medianPair(pl, x.with.Connections))
+		}
+	}
+	return out
+}
+
 func medianPair(pl []pairLevel, conns int) pairMedians {
-	var m pairMedians
+	m := pairMedians{conns: conns}
 	var ingest, e2e, withE2E []float64
 	for _, x := range pl {
 		if x.with.Connections != conns {
@@ -581,4 +553,15 @@ func pairsPeakRSS(pairs []*endpointPair) int64 {
 		}
 	}
 	return top
+}
+
+// budgetLine is what lv's database work was per event applied, or ""
+// when it was not measured.
+func (lv *level) budgetLine() string {
+	b, n := lv.Budget, float64(lv.Stored)
+	if b == nil || n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("per event applied: %.1f statements in %.1f round trips, %.1f rows written, %.0f bytes of WAL (the server's)",
+		b.Statements/n, b.RoundTrips/n, b.Rows/n, b.WALBytes/n)
 }

@@ -152,6 +152,11 @@ type level struct {
 
 func run(ctx context.Context, o runOptions) (series, error) {
 	s := series{Label: o.label, Floor: o.floor, Instances: o.instances, Proxied: o.proxied, Delivery: o.delivery, NATS: o.nats, Pair: o.pair}
+	if o.delivery && o.pair <= 0 {
+		// Alone, a run's rate moves with the machine by more than an
+		// endpoint costs: the report sets it against its partner.
+		return s, errors.New("-delivery needs -pair: a run with an endpoint is one of a pair with a run without")
+	}
 	target, err := url.Parse(o.url)
 	if err != nil || target.Host == "" {
 		return s, fmt.Errorf("-url %q: not an http URL", o.url)
