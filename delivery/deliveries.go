@@ -147,11 +147,19 @@ type Attempt struct {
 }
 
 // Attempts returns the attempts at delivering message messageID to
-// endpoint endpointID, oldest first.
+// endpoint endpointID, oldest first: the one kept in the delivery row, if
+// any (the first, recorded with the row), then those after it.
 func Attempts(ctx context.Context, q Querier, endpointID, messageID string) ([]Attempt, error) {
-	rows, err := q.Query(ctx, `SELECT attempt, trigger, at, duration_ms, response_status, coalesce(response_body, ''),
-			coalesce(error, '')
-		FROM delivery_attempts WHERE endpoint_id = $1 AND message_id = $2 ORDER BY id`, endpointID, messageID)
+	rows, err := q.Query(ctx, `
+		SELECT attempt, trigger, at, duration_ms, response_status, coalesce(response_body, ''), coalesce(error, '')
+		FROM (
+			SELECT 0::bigint AS id, 1 AS attempt, 'scheduled' AS trigger, first_attempt_at AS at, first_duration_ms AS duration_ms,
+				first_response_status AS response_status, first_response_body AS response_body, first_error AS error
+			FROM deliveries WHERE endpoint_id = $1 AND message_id = $2 AND first_attempt_at IS NOT NULL
+			UNION ALL
+			SELECT id, attempt, trigger, at, duration_ms, response_status, response_body, error
+			FROM delivery_attempts WHERE endpoint_id = $1 AND message_id = $2) a
+		ORDER BY id`, endpointID, messageID)
 	if err != nil {
 		return nil, fmt.Errorf("attempts of %s at %s: %w", messageID, endpointID, err)
 	}

@@ -537,8 +537,8 @@ func (r sendResult) attempted() bool { return !r.unsent && !r.behind }
 
 // record writes, in one transaction, every attempt of batch with what
 // comes next: the delivery settled, or its next attempt scheduled; a feed
-// message's delivery row, written here once with its first outcome (or
-// pending, when it was not sent), and the endpoint's place moved past the
+// message's delivery row, written here once with its first attempt kept
+// in it (or pending, when it was not sent), and the endpoint's place moved past the
 // feed batch; the next message of an object released once its predecessor
 // settled; the endpoint's health, disabled at a 410 or after failing for
 // DisableAfter, with ops told by email.
@@ -562,7 +562,7 @@ func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e End
 			if c.held {
 				held = append(held, c.aggregate)
 			}
-			fed.add(c, string(DeliveryPending), 0, next, nil, nil, nil)
+			fed.add(c, string(DeliveryPending), 0, next, nil)
 		case r.unsent:
 			// A due delivery not sent is simply due again.
 		default:
@@ -613,7 +613,8 @@ func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e End
 			statuses[i], next[i] = string(DeliveryPending), now.Add(delay)
 		}
 		if c.feed {
-			fed.add(c, statuses[i], attempts[i], pgtype.Timestamptz{Time: next[i], Valid: true}, &at[i], codes[i], errs[i])
+			fed.add(c, statuses[i], attempts[i], pgtype.Timestamptz{Time: next[i], Valid: true},
+				&firstAttempt{at: at[i], duration: durations[i], code: codes[i], body: bodies[i], err: errs[i]})
 		} else {
 			due.add(i)
 		}
@@ -632,24 +633,27 @@ func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e End
 			b.Queue(`UPDATE endpoints SET handed_through = greatest(handed_through, $2) WHERE id = $1`, e.ID, cb.feedThrough)
 		}
 		if len(fed.ids) > 0 {
-			// Before the attempts, which belong to a delivery row.
+			// A feed message's first attempt is kept in the delivery row
+			// it writes (migration 0029): one row, not two.
 			b.Queue(`
 				INSERT INTO deliveries (endpoint_id, message_id, message_created_at, type, aggregate, sequence, position,
-					status, attempts, series_attempts, next_attempt_at, last_attempt_at, response_status, error)
+					status, attempts, series_attempts, next_attempt_at, last_attempt_at, response_status, error,
+					first_attempt_at, first_duration_ms, first_response_status, first_response_body, first_error)
 				SELECT $1, f.id, f.created_at, f.type, f.aggregate, f.sequence, f.position,
-					f.status, f.attempts, f.attempts, f.next, f.at, f.code, f.error
+					f.status, f.attempts, f.attempts, f.next, f.at, f.code, f.error,
+					f.at, f.duration, f.code, f.body, f.error
 				FROM unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
-					$8::text[], $9::int[], $10::timestamptz[], $11::timestamptz[], $12::int[], $13::text[])
-					AS f(id, created_at, type, aggregate, sequence, position, status, attempts, next, at, code, error)
+					$8::text[], $9::int[], $10::timestamptz[], $11::timestamptz[], $12::int[], $13::text[], $14::int[], $15::text[])
+					AS f(id, created_at, type, aggregate, sequence, position, status, attempts, next, at, code, error, duration, body)
 				WHERE EXISTS (SELECT 1 FROM endpoints WHERE id = $1)
 				ORDER BY f.position
 				-- A resend or a recovery gave it a delivery meanwhile: that
 				-- one stands.
 				ON CONFLICT (endpoint_id, message_id) DO NOTHING`,
 				e.ID, fed.ids, fed.created, fed.types, fed.aggregates, fed.sequences, fed.positions,
-				fed.statuses, fed.attempts, fed.next, fed.at, fed.codes, fed.errs)
+				fed.statuses, fed.attempts, fed.next, fed.at, fed.codes, fed.errs, fed.durations, fed.bodies)
 		}
-		if n > 0 {
+		if len(due) > 0 {
 			b.Queue(`
 				INSERT INTO delivery_attempts (endpoint_id, message_id, attempt, trigger, at, duration_ms, response_status,
 					response_body, error)
@@ -659,9 +663,8 @@ func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e End
 				-- A probe per attempt (OFFSET 0 keeps it one), by the
 				-- message, as in feedClaim.
 				WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = a.id AND d.endpoint_id || '' = $1 OFFSET 0)`,
-				e.ID, ids, attempts, triggers, at, durations, codes, bodies, errs)
-		}
-		if len(due) > 0 {
+				e.ID, pick(due, ids), pick(due, attempts), pick(due, triggers), pick(due, at), pick(due, durations),
+				pick(due, codes), pick(due, bodies), pick(due, errs))
 			b.Queue(`
 				UPDATE deliveries d SET status = u.status, attempts = u.attempt, series_attempts = u.series,
 					next_attempt_at = u.next, last_attempt_at = u.at,
@@ -693,7 +696,8 @@ func (d *Dispatcher) record(ctx context.Context, rc *river.Client[pgx.Tx], e End
 	return Release(ctx, d.config.Pool, slices.Compact(slices.Sorted(slices.Values(held))))
 }
 
-// feedRows are the delivery rows a record writes for feed messages.
+// feedRows are the delivery rows a record writes for feed messages, each
+// with its first attempt, if it was sent.
 type feedRows struct {
 	ids, types, aggregates, statuses []string
 	created                          []time.Time
@@ -701,15 +705,29 @@ type feedRows struct {
 	at                               []*time.Time
 	sequences, positions             []int64
 	attempts                         []int32
-	codes                            []*int32
-	errs                             []*string
+	durations, codes                 []*int32
+	bodies, errs                     []*string
 }
 
-func (f *feedRows) add(c claimed, status string, attempts int32, next pgtype.Timestamptz, at *time.Time, code *int32, errText *string) {
+// firstAttempt is what a feed message's delivery row keeps of the attempt
+// recorded with it.
+type firstAttempt struct {
+	at        time.Time
+	duration  int32
+	code      *int32
+	body, err *string
+}
+
+func (f *feedRows) add(c claimed, status string, attempts int32, next pgtype.Timestamptz, a *firstAttempt) {
 	f.ids, f.types, f.aggregates, f.statuses = append(f.ids, c.messageID), append(f.types, c.typ), append(f.aggregates, c.aggregate), append(f.statuses, status)
-	f.created, f.next, f.at = append(f.created, c.createdAt), append(f.next, next), append(f.at, at)
-	f.sequences, f.positions = append(f.sequences, c.sequence), append(f.positions, c.position)
-	f.attempts, f.codes, f.errs = append(f.attempts, attempts), append(f.codes, code), append(f.errs, errText)
+	f.created, f.next = append(f.created, c.createdAt), append(f.next, next)
+	f.sequences, f.positions, f.attempts = append(f.sequences, c.sequence), append(f.positions, c.position), append(f.attempts, attempts)
+	if a == nil {
+		f.at, f.durations, f.codes, f.bodies, f.errs = append(f.at, nil), append(f.durations, nil), append(f.codes, nil), append(f.bodies, nil), append(f.errs, nil)
+		return
+	}
+	f.at, f.durations, f.codes = append(f.at, &a.at), append(f.durations, &a.duration), append(f.codes, a.code)
+	f.bodies, f.errs = append(f.bodies, a.body), append(f.errs, a.err)
 }
 
 // dueRows are the indexes, in a record's arrays, of the due deliveries.

@@ -271,14 +271,16 @@ func (b *downstreamBundle) register(g *reliability.Gateway, c *consumer) string 
 type deliveryRow struct {
 	Status   string
 	Attempts int
-	Recorded int // rows in delivery_attempts
+	Recorded int // attempts recorded: the first kept in the delivery row, and the rows in delivery_attempts
 }
 
 func (b *downstreamBundle) deliveries(endpointID string) map[string]deliveryRow {
 	b.t.Helper()
 	rows, err := b.pool.Query(context.Background(), `
 		SELECT d.message_id, d.status, d.attempts,
-			(SELECT count(*) FROM delivery_attempts a WHERE a.endpoint_id = d.endpoint_id AND a.message_id = d.message_id)
+			(SELECT count(*) FROM deliveries f WHERE f.endpoint_id = d.endpoint_id AND f.message_id = d.message_id
+				AND f.first_attempt_at IS NOT NULL)
+			+ (SELECT count(*) FROM delivery_attempts a WHERE a.endpoint_id = d.endpoint_id AND a.message_id = d.message_id)
 		FROM delivery_queue d WHERE d.endpoint_id = $1`, endpointID)
 	require.NoError(b.t, err)
 	defer rows.Close()
