@@ -229,25 +229,31 @@ if [[ "${BENCH_ENDPOINT:-1}" != 0 ]]; then
   p=$(free_port)
   "$out/loadgen" receive -addr "127.0.0.1:$p" >"$out/receiver.log" 2>&1 &
   pids+=("$!")
+  receiver_pid=$!
   wait_ready "http://127.0.0.1:$p/healthz" "$!" "$out/receiver.log"
   receiver="http://127.0.0.1:$p/paygate"
   receiver_count() { curl -fsS "http://127.0.0.1:$p/count"; }
+  # The receiver's CPU (user and system, in clock ticks): it shares the
+  # machine's two cores with paygate and PostgreSQL, so its cost is part of
+  # what the run with the endpoint measures; each pair prints it.
+  receiver_ticks() { awk '{print $14 + $15}' "/proc/$receiver_pid/stat"; }
   start_paygate endpoint
   # The first run warms the instance up with the endpoint attached, so
   # that the deliveries' statistics are a gateway in service's.
   warmup=${BENCH_WARMUP:-5000}
   with_endpoint() { # PAIR
-    local endpoint before budget=()
+    local endpoint before ticks budget=()
     endpoint=$(curl -fsS -X POST "$started_base/v1/endpoints" -H "Authorization: Bearer $token" \
       -H "Idempotency-Key: bench-endpoint-$1-$RANDOM$RANDOM" -H 'Content-Type: application/json' \
       -d "{\"url\":\"$receiver\",\"event_types\":[\"*\"],\"description\":\"make bench\"}" | sed -n 's/.*"id": "\(ep_[a-z2-7]*\)".*/\1/p')
     [[ -n "$endpoint" ]] || { say "could not register the endpoint"; return 1; }
     [[ "$1" == 1 ]] && budget=(-budget)
-    before=$(receiver_count)
+    before=$(receiver_count) ticks=$(receiver_ticks)
     run_loadgen -label "paygate-endpoint-$1" -pair "$1" -delivery "${budget[@]}" -url "$started_base/webhooks/stripe" \
       -levels "${BENCH_ENDPOINT_LEVELS:-64}" -pids "$started_pid" -warmup "$warmup" -rate 0 "${profile[@]}"
     warmup=0 profile=()
-    say "pair $1: the receiver took $(( $(receiver_count) - before )) deliveries"
+    say "pair $1: the receiver took $(( $(receiver_count) - before )) deliveries in $(receiver_ticks | awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" -v n="$(( $(receiver_count) - before ))" \
+      '{ printf "%.1f s of CPU (%.0f µs each)", ($1 - t) / hz, n ? ($1 - t) / hz * 1e6 / n : 0 }')"
     # The run without it measures no delivery.
     curl -fsS -X DELETE "$started_base/v1/endpoints/$endpoint" -H "Authorization: Bearer $token" >/dev/null
     # Its deliveries went with it, every row of the two tables. Autovacuum
