@@ -233,27 +233,21 @@ if [[ "${BENCH_ENDPOINT:-1}" != 0 ]]; then
   wait_ready "http://127.0.0.1:$p/healthz" "$!" "$out/receiver.log"
   receiver="http://127.0.0.1:$p/paygate"
   receiver_count() { curl -fsS "http://127.0.0.1:$p/count"; }
-  # The receiver's CPU (user and system, in clock ticks): it shares the
-  # machine's two cores with paygate and PostgreSQL, so its cost is part of
-  # what the run with the endpoint measures; each pair prints it.
-  receiver_ticks() { awk '{print $14 + $15}' "/proc/$receiver_pid/stat"; }
   start_paygate endpoint
   # The first run warms the instance up with the endpoint attached, so
   # that the deliveries' statistics are a gateway in service's.
   warmup=${BENCH_WARMUP:-5000}
   with_endpoint() { # PAIR
-    local endpoint before ticks budget=()
+    local endpoint before
     endpoint=$(curl -fsS -X POST "$started_base/v1/endpoints" -H "Authorization: Bearer $token" \
       -H "Idempotency-Key: bench-endpoint-$1-$RANDOM$RANDOM" -H 'Content-Type: application/json' \
       -d "{\"url\":\"$receiver\",\"event_types\":[\"*\"],\"description\":\"make bench\"}" | sed -n 's/.*"id": "\(ep_[a-z2-7]*\)".*/\1/p')
     [[ -n "$endpoint" ]] || { say "could not register the endpoint"; return 1; }
-    [[ "$1" == 1 ]] && budget=(-budget)
-    before=$(receiver_count) ticks=$(receiver_ticks)
-    run_loadgen -label "paygate-endpoint-$1" -pair "$1" -delivery "${budget[@]}" -url "$started_base/webhooks/stripe" \
+    before=$(receiver_count)
+    run_loadgen -label "paygate-endpoint-$1" -pair "$1" -delivery -budget -receiver-pid "$receiver_pid" -url "$started_base/webhooks/stripe" \
       -levels "${BENCH_ENDPOINT_LEVELS:-64}" -pids "$started_pid" -warmup "$warmup" -rate 0 "${profile[@]}"
     warmup=0 profile=()
-    say "pair $1: the receiver took $(( $(receiver_count) - before )) deliveries in $(receiver_ticks | awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" -v n="$(( $(receiver_count) - before ))" \
-      '{ printf "%.1f s of CPU (%.0f µs each)", ($1 - t) / hz, n ? ($1 - t) / hz * 1e6 / n : 0 }')"
+    say "pair $1: the receiver took $(( $(receiver_count) - before )) deliveries"
     # The run without it measures no delivery.
     curl -fsS -X DELETE "$started_base/v1/endpoints/$endpoint" -H "Authorization: Bearer $token" >/dev/null
     # Its deliveries went with it, every row of the two tables. Autovacuum
@@ -263,9 +257,7 @@ if [[ "${BENCH_ENDPOINT:-1}" != 0 ]]; then
     "$psql" "$url" -qc "VACUUM (ANALYZE) deliveries, delivery_attempts" >/dev/null
   }
   without_endpoint() { # PAIR
-    local budget=()
-    [[ "$1" == 1 ]] && budget=(-budget)
-    run_loadgen -label "paygate-plain-$1" -pair "$1" "${budget[@]}" -url "$started_base/webhooks/stripe" \
+    run_loadgen -label "paygate-plain-$1" -pair "$1" -budget -url "$started_base/webhooks/stripe" \
       -levels "${BENCH_ENDPOINT_LEVELS:-64}" -pids "$started_pid" -warmup "$warmup" -rate 0
     warmup=0
   }

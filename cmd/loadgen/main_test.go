@@ -336,12 +336,17 @@ func TestReportEndpointPairs(t *testing.T) {
 	run := func(label string, pair int, with bool, l level) series {
 		return series{Label: label, Instances: 1, Pair: pair, Delivery: with, Levels: []level{l}}
 	}
+	budgeted := func(l level, cpu cpuCounters) level {
+		l.Stored = 20000
+		l.Budget = &budget{Statements: 10000, RoundTrips: 8000, Rows: 190000, WALBytes: 190e6, CPU: cpu}
+		return l
+	}
 	failing := lv(7000, 10.5, 10.5)
 	failing.Wrk.Non2xx = 2
 	r := results{Series: []series{
 		{Label: "paygate", Instances: 1, Levels: []level{lv(9000, 8, 0)}},
-		run("with-1", 1, true, lv(7000, 11, 11.5)),
-		run("without-1", 1, false, lv(7500, 10, 0)),
+		run("with-1", 1, true, budgeted(lv(7000, 11, 11.5), cpuCounters{Paygate: 4, Postgres: 8, Receiver: 0.5})),
+		run("without-1", 1, false, budgeted(lv(7500, 10, 0), cpuCounters{Paygate: 3, Postgres: 6})),
 		run("without-2", 2, false, lv(7000, 10, 0)),
 		run("with-2", 2, true, failing),
 		run("with-3", 3, true, lv(6000, 12, 14)),
@@ -354,6 +359,10 @@ func TestReportEndpointPairs(t *testing.T) {
 	require.Regexp(t, `(?m)^\s+1\s+64\s+with\s+7500\s+7000\s+0\.93×\s+2000\s+1818\s+0\.91×`, text)
 	require.Regexp(t, `(?m)^\s+2\s+64\s+without\s+7000\s+7000\s+1\.00×\s+2000\s+1905\s+0\.95×.*\s2\s+0\s*$`, text)
 	require.Contains(t, text, "-c64, median of 3 pairs: ingest 0.93×, end to end 0.91× of the run without")
+	require.Contains(t, text, "pair 1 with, -c64 per event applied: 0.5 statements in 0.4 round trips, 9.5 rows written, 9500 bytes of WAL (the server's); "+
+		"CPU 200 µs in paygate, 400 µs in PostgreSQL (the server's), 25 µs in the receiver\n")
+	require.Contains(t, text, "pair 1 without, -c64 per event applied: 0.5 statements in 0.4 round trips, 9.5 rows written, 9500 bytes of WAL (the server's); "+
+		"CPU 150 µs in paygate, 300 µs in PostgreSQL (the server's)\n")
 	require.Regexp(t, `64 connections, one endpoint: ingest within 10 % of without \(median of 3 pairs\)\s+0\.93×\s+met`, text)
 	require.Regexp(t, `64 connections, one endpoint: end-to-end within 10 % of without \(median of 3 pairs\)\s+0\.91×\s+met`, text)
 	require.Regexp(t, `64 connections, one endpoint: end-to-end ≥ 0\.9× bare \(median of 3 pairs\)\s+0\.91×\s+met`, text)

@@ -562,6 +562,13 @@ func (lv *level) budgetLine() string {
 	if b == nil || n <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("per event applied: %.1f statements in %.1f round trips, %.1f rows written, %.0f bytes of WAL (the server's)",
+	line := fmt.Sprintf("per event applied: %.1f statements in %.1f round trips, %.1f rows written, %.0f bytes of WAL (the server's)",
 		b.Statements/n, b.RoundTrips/n, b.Rows/n, b.WALBytes/n)
+	if c := b.CPU; c.Paygate > 0 || c.Postgres > 0 {
+		line += fmt.Sprintf("; CPU %.0f µs in paygate, %.0f µs in PostgreSQL (the server's)", c.Paygate*1e6/n, c.Postgres*1e6/n)
+		if c.Receiver > 0 {
+			line += fmt.Sprintf(", %.0f µs in the receiver", c.Receiver*1e6/n)
+		}
+	}
+	return line
 }

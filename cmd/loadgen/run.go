@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paygate/paygate/internal/proccpu"
 	"github.com/paygate/paygate/internal/stripesim"
 )
 
@@ -56,6 +57,7 @@ type runOptions struct {
 	delivery     bool
 	nats         bool
 	budget       bool
+	receiverPID  int
 	pair         int
 }
 
@@ -63,7 +65,8 @@ func runCommand(args []string) error {
 	var o runOptions
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	fs.StringVar(&o.url, "url", "http://127.0.0.1:8080/webhooks/stripe", "the Stripe webhook endpoint wrk sends to (paygate, the proxy or the floor server)")
-	fs.BoolVar(&o.budget, "budget", false, "measure each level's database work per applied event: statements and round trips (paygate's /metrics), rows written and WAL bytes (PostgreSQL's statistics); adds about 11 s a level")
+	fs.BoolVar(&o.budget, "budget", false, "measure each level's work per applied event: statements and round trips (paygate's /metrics), rows written and WAL bytes (PostgreSQL's statistics), the CPU of paygate (-pids), of PostgreSQL's processes and of the receiver (-receiver-pid); adds about 11 s a level")
+	fs.IntVar(&o.receiverPID, "receiver-pid", 0, "the process id of the endpoint's receiver, for its CPU in -budget")
 	fs.StringVar(&o.metrics, "metrics", "", "comma-separated base URLs of the paygate instances, for /metrics and /debug/pprof/ (default: -url's)")
 	fs.StringVar(&o.secret, "secret", stripesim.DefaultWebhookSecret, "webhook signing secret (one of PAYGATE_STRIPE_WEBHOOK_SECRETS)")
 	fs.StringVar(&o.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "paygate's database, to wait for every event to be applied (empty: ingest only)")
@@ -169,6 +172,12 @@ func run(ctx context.Context, o runOptions) (series, error) {
 	if err != nil {
 		return s, fmt.Errorf("-expect: %w", err)
 	}
+	var pids []int
+	if o.pids != "" {
+		if pids, err = parseInts(o.pids); err != nil {
+			return s, fmt.Errorf("-pids: %w", err)
+		}
+	}
 	bases := strings.Split(o.metrics, ",")
 	if o.metrics == "" {
 		bases = []string{strings.TrimSuffix(o.url, target.RequestURI())}
@@ -209,12 +218,16 @@ func run(ctx context.Context, o runOptions) (series, error) {
 			w.duration = expected
 		}
 		before := scrapeAll(bases)
-		var dbBefore dbCounters
+		var (
+			dbBefore            dbCounters
+			cpuBefore, cpuAfter cpuCounters
+		)
 		measure := o.budget && db != nil && name != "warmup" && name != "paced"
 		if measure {
 			if dbBefore, err = readDBCounters(ctx, db); err != nil {
 				return lv, err
 			}
+			cpuBefore = readCPU(pids, o.receiverPID)
 		}
 		what := fmt.Sprintf("%d events", events)
 		if rate > 0 {
@@ -263,6 +276,8 @@ func run(ctx context.Context, o runOptions) (series, error) {
 			}
 		}
 		if measure {
+			// Before the wait below, in which paygate and the server idle.
+			cpuAfter = readCPU(pids, o.receiverPID)
 			// A backend reports its statistics at most once a second, and
 			// an idle one within 10 s (PGSTAT_IDLE_INTERVAL).
 			time.Sleep(11 * time.Second)
@@ -276,6 +291,7 @@ func run(ctx context.Context, o runOptions) (series, error) {
 				RoundTrips: now["paygate_db_round_trips_total"] - before["paygate_db_round_trips_total"],
 				Rows:       dbAfter.rows - dbBefore.rows,
 				WALBytes:   dbAfter.walBytes - dbBefore.walBytes,
+				CPU:        cpuAfter.minus(cpuBefore),
 			}
 		}
 		applied := scrapeAll(bases)
@@ -317,14 +333,8 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		}
 		s.Paced = &lv
 	}
-	if o.pids != "" {
-		pids, err := parseInts(o.pids)
-		if err != nil {
-			return s, fmt.Errorf("-pids: %w", err)
-		}
-		for _, p := range pids {
-			s.PeakRSS = append(s.PeakRSS, peakRSS(p))
-		}
+	for _, p := range pids {
+		s.PeakRSS = append(s.PeakRSS, peakRSS(p))
 	}
 	for t := range o.threads {
 		_ = os.Remove(fmt.Sprintf("%s.%d", prefix, t))
@@ -615,10 +625,37 @@ func saveSeries(path string, s series) error {
 // PostgreSQL did (rows inserted, updated or deleted in the database; WAL
 // bytes of the whole server, so other databases' writes count too).
 type budget struct {
-	Statements float64 `json:"statements"`
-	RoundTrips float64 `json:"round_trips"`
-	Rows       float64 `json:"rows_written"`
-	WALBytes   float64 `json:"wal_bytes"`
+	Statements float64     `json:"statements"`
+	RoundTrips float64     `json:"round_trips"`
+	Rows       float64     `json:"rows_written"`
+	WALBytes   float64     `json:"wal_bytes"`
+	CPU        cpuCounters `json:"cpu_seconds"`
+}
+
+// cpuCounters are CPU seconds, user and system: of the paygate instances
+// (-pids), of every PostgreSQL process on the machine (the server's, as
+// its WAL is: another database's work counts too), and of the endpoint's
+// receiver (-receiver-pid), which shares the cores.
+type cpuCounters struct {
+	Paygate  float64 `json:"paygate"`
+	Postgres float64 `json:"postgres"`
+	Receiver float64 `json:"receiver,omitempty"`
+}
+
+func readCPU(pids []int, receiverPID int) cpuCounters {
+	var c cpuCounters
+	for _, p := range pids {
+		c.Paygate += proccpu.Of(p).Seconds()
+	}
+	c.Postgres = proccpu.Matching("postgres: ").Seconds()
+	if receiverPID > 0 {
+		c.Receiver = proccpu.Of(receiverPID).Seconds()
+	}
+	return c
+}
+
+func (c cpuCounters) minus(o cpuCounters) cpuCounters {
+	return cpuCounters{Paygate: c.Paygate - o.Paygate, Postgres: c.Postgres - o.Postgres, Receiver: c.Receiver - o.Receiver}
 }
 
 type dbCounters struct{ rows, walBytes float64 }

@@ -1,14 +1,12 @@
 package testdb
 
 import (
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paygate/paygate/internal/proccpu"
 )
 
 // BackendCPU is the CPU time spent so far by the server processes serving
@@ -19,30 +17,7 @@ import (
 // (a connection closed) is no longer counted, so a benchmark keeps its
 // pool's connections open across its measure.
 func BackendCPU(pool *pgxpool.Pool) time.Duration {
-	database := " " + pool.Config().ConnConfig.Database + " "
-	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	var ticks int64
-	for _, p := range paths {
-		cmd, err := os.ReadFile(p)
-		if err != nil || !strings.Contains(string(cmd), database) {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
-		if err != nil {
-			continue
-		}
-		// The fields after the command's closing parenthesis: utime and
-		// stime are the 12th and 13th.
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		s, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + s
-	}
-	const userHZ = 100 // Linux's clock ticks per second for /proc
-	return time.Duration(ticks) * time.Second / userHZ
+	return proccpu.Matching(" " + pool.Config().ConnConfig.Database + " ")
 }
 
 // ProcessCPU is the CPU time this process has spent so far, user and
