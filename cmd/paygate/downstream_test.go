@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paygate/paygate/delivery"
 	"github.com/paygate/paygate/internal/freeport"
 	"github.com/paygate/paygate/internal/reliability"
 	"github.com/paygate/paygate/internal/stripesim"
@@ -271,17 +272,13 @@ func (b *downstreamBundle) register(g *reliability.Gateway, c *consumer) string 
 type deliveryRow struct {
 	Status   string
 	Attempts int
-	Recorded int // attempts recorded: the first kept in the delivery row, and the rows in delivery_attempts
+	Recorded int // attempts recorded, as the API lists them (delivery.Attempts)
 }
 
 func (b *downstreamBundle) deliveries(endpointID string) map[string]deliveryRow {
 	b.t.Helper()
 	rows, err := b.pool.Query(context.Background(), `
-		SELECT d.message_id, d.status, d.attempts,
-			(SELECT count(*) FROM deliveries f WHERE f.endpoint_id = d.endpoint_id AND f.message_id = d.message_id
-				AND f.first_attempt_at IS NOT NULL)
-			+ (SELECT count(*) FROM delivery_attempts a WHERE a.endpoint_id = d.endpoint_id AND a.message_id = d.message_id)
-		FROM delivery_queue d WHERE d.endpoint_id = $1`, endpointID)
+		SELECT d.message_id, d.status, d.attempts FROM delivery_queue d WHERE d.endpoint_id = $1`, endpointID)
 	require.NoError(b.t, err)
 	defer rows.Close()
 	out := map[string]deliveryRow{}
@@ -290,10 +287,16 @@ func (b *downstreamBundle) deliveries(endpointID string) map[string]deliveryRow 
 			id string
 			d  deliveryRow
 		)
-		require.NoError(b.t, rows.Scan(&id, &d.Status, &d.Attempts, &d.Recorded))
+		require.NoError(b.t, rows.Scan(&id, &d.Status, &d.Attempts))
 		out[id] = d
 	}
 	require.NoError(b.t, rows.Err())
+	for id, d := range out {
+		attempts, err := delivery.Attempts(context.Background(), b.pool, endpointID, id)
+		require.NoError(b.t, err)
+		d.Recorded = len(attempts)
+		out[id] = d
+	}
 	return out
 }
 
