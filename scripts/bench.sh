@@ -61,6 +61,11 @@
 #                                 (tmp/bench/cpu.pprof; with an endpoint
 #                                 attached, tmp/bench/cpu-endpoint.pprof)
 #   BENCH_INGEST=tx               paygate built with one transaction per event
+#   BENCH_PGSS=1                  runs on the private cluster (scripts/db.sh,
+#                                 PAYGATE_PRIVATE_PG=1) with pg_stat_statements
+#                                 loaded (track = all): each measured level
+#                                 adds PostgreSQL's own view of its statements
+#                                 per event applied, loadgen's left out
 # Raw outputs (wrk's, pgbench's, the servers' logs, results.json) go to
 # tmp/bench/ (git-ignored).
 set -euo pipefail
@@ -70,6 +75,10 @@ out="$root/tmp/bench"
 mkdir -p "$out"
 rm -f "$out"/wrk-*.txt "$out"/pgbench-*.log "$out"/results.json "$out"/report.txt
 say() { echo "bench: $*" >&2; }
+if [[ "${BENCH_PGSS:-}" == 1 ]]; then
+  export PAYGATE_PRIVATE_PG=1
+  export PAYGATE_PG_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+fi
 
 # shellcheck source=scripts/pg-bin.sh
 source "$(dirname "${BASH_SOURCE[0]}")/pg-bin.sh"
@@ -104,6 +113,9 @@ else
   url=$(bench_db_recreate "$admin" "$db")
 fi
 DATABASE_URL="$url" "$out/paygate" migrate >"$out/migrate.log" 2>&1
+if [[ "${BENCH_PGSS:-}" == 1 ]]; then
+  "$psql" "$url" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+fi
 # fresh_anchor: the pgbench database, recreated and migrated as paygate's
 # before each pgbench run, so that each run starts alike whatever the
 # previous one wrote.

@@ -7,6 +7,9 @@
 #      since initdb refuses to run as root);
 #   4. else it says how to install PostgreSQL and fails.
 # PAYGATE_PRIVATE_PG=1 skips 1 and 2 (tests that restart their own server).
+# PAYGATE_PG_OPTIONS adds server options to the private cluster's start
+# (make bench's BENCH_PGSS=1 loads pg_stat_statements so); a running one
+# started with other options is restarted with these.
 # The database named by $1 (default "paygate") is created when missing.
 # `scripts/db.sh --stop` stops the private cluster, if one runs.
 # Progress goes to stderr; only the URL goes to stdout.
@@ -54,6 +57,11 @@ if [[ -z "${PAYGATE_PRIVATE_PG:-}" ]] && listening 5432; then
   exit 0
 fi
 
+options="${PAYGATE_PG_OPTIONS:-}"
+if [[ -f "$portfile" ]] && listening "$(cat "$portfile")" && [[ "$(cat "$data/options" 2>/dev/null)" != "$options" ]]; then
+  say "restarting the private cluster with the options '$options'"
+  as_pg "$(find_pg_bin pg_ctl)" -D "$data/cluster" -w stop -m fast >/dev/null
+fi
 if [[ -f "$portfile" ]] && listening "$(cat "$portfile")"; then
   port=$(cat "$portfile")
 else
@@ -86,8 +94,9 @@ else
   while listening "$port"; do port=$((port + 1)); done
   say "starting the private cluster on 127.0.0.1:$port"
   as_pg "$pg_ctl" -D "$data/cluster" -w -l "$data/cluster/server.log" \
-    -o "-p $port -c listen_addresses=127.0.0.1 -k $data -c fsync=on" start >/dev/null
+    -o "-p $port -c listen_addresses=127.0.0.1 -k $data -c fsync=on $options" start >/dev/null
   echo "$port" > "$portfile"
+  echo "$options" > "$data/options"
 fi
 create_db 127.0.0.1 "$port"
 echo "postgres://postgres@127.0.0.1:$port/$db?sslmode=disable"

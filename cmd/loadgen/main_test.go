@@ -370,3 +370,24 @@ func TestReportEndpointPairs(t *testing.T) {
 	require.NotContains(t, text, "paygate, 1 instance, one endpoint attached", "the pairs' runs are not the main series nor a lone endpoint run")
 	require.Contains(t, text, "paygate, 1 instance, wrk -t2 straight to it")
 }
+
+// TestReportDatabaseView: a level measured on a server with
+// pg_stat_statements gets PostgreSQL's view of its statements per event
+// applied, each on one line without its comments.
+func TestReportDatabaseView(t *testing.T) {
+	t.Parallel()
+	l := level{Connections: 64, Events: 20000, Stored: 20000, E2ESeconds: 10, Wrk: wrkResult{RequestsPerS: 5000}}
+	l.Budget = &budget{Statements: 10000, RoundTrips: 8000, Rows: 190000, WALBytes: 190e6, Database: &statementsView{
+		TotalMS: 8000, Calls: 30000,
+		Top: []statementTime{
+			{Query: oneLine("-- name: JobGetAvailable :many\nWITH locked_jobs AS (\n\tSELECT id FROM river_job /* fetch */ FOR UPDATE SKIP LOCKED)\nSELECT * FROM locked_jobs"), Calls: 400, ExecMS: 1200, Rows: 20000},
+			{Query: oneLine("UPDATE inbox_events SET status = $1 WHERE " + strings.Repeat("x = $2 AND ", 20) + "true"), Calls: 160, ExecMS: 1000, Rows: 20000},
+		},
+	}}
+	var out bytes.Buffer
+	report(&out, results{Series: []series{{Label: "paygate", Instances: 1, Levels: []level{l}}}}, anchors{pgbenchSingle: []float64{3000}, pgbenchBare: []float64{2000}})
+	text := out.String()
+	require.Contains(t, text, "-c64 PostgreSQL's view (pg_stat_statements), per event applied: 1.50 statements run (those of triggers and foreign-key checks too), 400 µs of execution in all (wall time, waits included); the 2 longest:\n")
+	require.Contains(t, text, "-c64      60.0 µs  0.020 calls  1.00 rows  WITH locked_jobs AS ( SELECT id FROM river_job FOR UPDATE SKIP LOCKED) SELECT * FROM locked_jobs\n")
+	require.Regexp(t, `(?m)^-c64      50\.0 µs  0\.008 calls  1\.00 rows  UPDATE inbox_events SET status = \$1 WHERE x = \$2 AND .{40,}…$`, text)
+}

@@ -186,6 +186,9 @@ func report(out io.Writer, r results, a anchors) int64 {
 		for _, lv := range s.Levels {
 			if b := lv.budgetLine(); b != "" {
 				fmt.Fprintf(out, "-c%d %s\n", lv.Connections, b)
+				for _, l := range lv.Budget.Database.lines(float64(lv.Stored)) {
+					fmt.Fprintf(out, "-c%d %s\n", lv.Connections, l)
+				}
 			}
 		}
 		if len(s.PeakRSS) > 0 {

@@ -189,6 +189,14 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		}
 		defer db.Close(ctx)
 	}
+	// viewed: each measured level also gets PostgreSQL's own view of its
+	// statements.
+	viewed := false
+	if o.budget && db != nil {
+		if viewed, err = hasStatements(ctx, db); err != nil {
+			return s, err
+		}
+	}
 	prefix := filepath.Join(o.out, "requests-"+o.label)
 	wrkRunOf := func(name string, conns int, d time.Duration) wrkRun {
 		return wrkRun{bin: o.wrk, script: o.script, url: o.url, threads: o.threads, connections: conns,
@@ -228,6 +236,11 @@ func run(ctx context.Context, o runOptions) (series, error) {
 				return lv, err
 			}
 			cpuBefore = readCPU(pids, o.receiverPID)
+			if viewed {
+				if err := resetStatements(ctx, db); err != nil {
+					return lv, err
+				}
+			}
 		}
 		what := fmt.Sprintf("%d events", events)
 		if rate > 0 {
@@ -292,6 +305,11 @@ func run(ctx context.Context, o runOptions) (series, error) {
 				Rows:       dbAfter.rows - dbBefore.rows,
 				WALBytes:   dbAfter.walBytes - dbBefore.walBytes,
 				CPU:        cpuAfter.minus(cpuBefore),
+			}
+			if viewed {
+				if lv.Budget.Database, err = readStatements(ctx, db); err != nil {
+					return lv, err
+				}
 			}
 		}
 		applied := scrapeAll(bases)
@@ -405,7 +423,7 @@ func settle(ctx context.Context, db *pgx.Conn, start time.Time, timeout time.Dur
 	deadline := time.Now().Add(timeout)
 	for {
 		var pending bool
-		err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM inbox_events WHERE status = 'received')`).Scan(&pending)
+		err := db.QueryRow(ctx, ownQuery+`SELECT EXISTS (SELECT 1 FROM inbox_events WHERE status = 'received')`).Scan(&pending)
 		if err != nil {
 			return 0, fmt.Errorf("poll the inbox: %w", err)
 		}
@@ -429,7 +447,7 @@ func delivered(ctx context.Context, db *pgx.Conn, start time.Time, timeout time.
 	for {
 		var pending int
 		var last *time.Time
-		err := db.QueryRow(ctx, `SELECT
+		err := db.QueryRow(ctx, ownQuery+`SELECT
 				(SELECT count(*) FROM messages WHERE created_at >= $1),
 				(SELECT count(*) FROM deliveries WHERE status = 'pending'),
 				(SELECT max(last_attempt_at) FROM deliveries WHERE message_created_at >= $1)`, start).
@@ -442,7 +460,7 @@ func delivered(ctx context.Context, db *pgx.Conn, start time.Time, timeout time.
 		}
 		if pending == 0 && messages > 0 && last != nil {
 			var fanned int
-			if err := db.QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE message_created_at >= $1`, start).Scan(&fanned); err != nil {
+			if err := db.QueryRow(ctx, ownQuery+`SELECT count(*) FROM deliveries WHERE message_created_at >= $1`, start).Scan(&fanned); err != nil {
 				return 0, 0, 0, fmt.Errorf("poll the deliveries: %w", err)
 			}
 			if fanned >= messages {
@@ -469,7 +487,7 @@ func published(ctx context.Context, db *pgx.Conn, start time.Time, timeout time.
 			behind, unplaced int
 			moved            time.Time
 		)
-		err := db.QueryRow(ctx, `
+		err := db.QueryRow(ctx, ownQuery+`
 			WITH r AS (SELECT coalesce((SELECT position FROM message_relays WHERE name = 'nats'), 0) AS position,
 				(SELECT updated_at FROM message_relays WHERE name = 'nats') AS updated_at)
 			SELECT count(m.id), count(*) FILTER (WHERE m.position > r.position), count(*) FILTER (WHERE m.id IS NOT NULL AND m.position IS NULL),
@@ -500,7 +518,7 @@ func stored(ctx context.Context, db *pgx.Conn, ds []delivery, poison int) (int, 
 		ids[i] = d.id
 	}
 	var n, p int
-	err := db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'poison') FROM inbox_events
+	err := db.QueryRow(ctx, ownQuery+`SELECT count(*), count(*) FILTER (WHERE status = 'poison') FROM inbox_events
 		WHERE provider = 'stripe' AND event_id = ANY($1)`, ids).Scan(&n, &p)
 	if err != nil {
 		return 0, 0, fmt.Errorf("count the events in the inbox: %w", err)
@@ -630,6 +648,9 @@ type budget struct {
 	Rows       float64     `json:"rows_written"`
 	WALBytes   float64     `json:"wal_bytes"`
 	CPU        cpuCounters `json:"cpu_seconds"`
+	// Database is PostgreSQL's own view of the level's statements, when
+	// the server has pg_stat_statements (make bench's BENCH_PGSS=1).
+	Database *statementsView `json:"pg_stat_statements,omitempty"`
 }
 
 // cpuCounters are CPU seconds, user and system: of the paygate instances
@@ -662,7 +683,7 @@ type dbCounters struct{ rows, walBytes float64 }
 
 func readDBCounters(ctx context.Context, db *pgx.Conn) (dbCounters, error) {
 	var c dbCounters
-	err := db.QueryRow(ctx, `SELECT
+	err := db.QueryRow(ctx, ownQuery+`SELECT
 		(SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables)::float8,
 		(SELECT wal_bytes FROM pg_stat_wal)::float8`).Scan(&c.rows, &c.walBytes)
 	if err != nil {
