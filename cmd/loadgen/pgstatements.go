@@ -85,15 +85,12 @@ func readStatements(ctx context.Context, db *pgx.Conn) (*statementsView, error) 
 	return v, nil
 }
 
-var (
-	sqlComment = regexp.MustCompile(`--[^\n]*|/\*.*?\*/`)
-	spaces     = regexp.MustCompile(`\s+`)
-)
+var sqlComment = regexp.MustCompile(`--[^\n]*|/\*.*?\*/`)
 
 // oneLine is a statement's text on one line, comments dropped, cut to
 // what a report line can show.
 func oneLine(q string) string {
-	q = strings.TrimSpace(spaces.ReplaceAllString(sqlComment.ReplaceAllString(q, " "), " "))
+	q = strings.Join(strings.Fields(sqlComment.ReplaceAllString(q, " ")), " ")
 	if r := []rune(q); len(r) > 110 {
 		q = string(r[:110]) + "…"
 	}
