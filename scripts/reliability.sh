@@ -27,6 +27,7 @@ fuzz ./provider/adyen FuzzEffects
 fuzz ./provider/stdwebhooks FuzzReceive
 fuzz ./webhook FuzzStoredIdentityMatchesPostgres
 fuzz ./strictjson FuzzUnmarshal
+fuzz ./strictjson FuzzDecodeMatchesEncodingJSON
 fuzz ./api FuzzParseIdempotencyKey
 [[ "${1:-}" == fuzz ]] && exit 0
 

@@ -11,6 +11,11 @@
 // sees the body, and bounds what a body may make a reader do (nesting depth,
 // number size), so that what it accepts decodes the same everywhere.
 //
+// Once a body is proved valid, a second pass fills the target itself
+// (decode.go), exactly as encoding/json would, and hands it only the
+// values it does not decode (interfaces, maps, types that decode
+// themselves): one walk instead of encoding/json's two.
+//
 // It owns that validation, the canonical form of a valid document, and the
 // sane window for provider timestamps (ValidUnix). It does no I/O and must
 // never know a provider's payloads or paygate's tables.
@@ -99,6 +104,14 @@ func UnmarshalOpts(data []byte, v any, opts *Opts) error {
 	s := scanner{data: data, opts: opts}
 	if err := s.document(rv.Type().Elem()); err != nil {
 		return err
+	}
+	if target := rv.Elem(); target.IsZero() {
+		// The usual case, a fresh value: one more pass fills it (decode.go).
+		d := decoder{data: data, disallow: opts.DisallowUnknownFields}
+		if d.document(target) {
+			return nil
+		}
+		target.SetZero() // as it was: encoding/json decodes it again, and says why not
 	}
 	if !opts.DisallowUnknownFields {
 		// The scan proved data one valid value: Unmarshal reads it in
