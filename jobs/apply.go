@@ -122,7 +122,35 @@ func (*deferredError) Error() string { return "deferred: another batch holds its
 
 // applyBatch applies keys in one transaction, as apply does, but answers
 // the events it deferred with a *deferredError.
+//
+// A key given more than once (two jobs of one event: one worked again
+// after a crash while the event's hand-off job waits too) is applied once,
+// and every one of its callers gets its outcome. Answering the repeat nil
+// would complete its job although the event failed; the hand-off of the
+// event, unique by it, would then find that completed job and make none,
+// leaving the event received with no job to work it.
 func (a *applier) applyBatch(ctx context.Context, rc *river.Client[pgx.Tx], keys []inbox.Key) []error {
+	first := make(map[inbox.Key]int, len(keys)) // position in unique
+	unique := make([]inbox.Key, 0, len(keys))
+	for _, k := range keys {
+		if _, ok := first[k]; !ok {
+			first[k] = len(unique)
+			unique = append(unique, k)
+		}
+	}
+	if len(unique) == len(keys) {
+		return a.applyUnique(ctx, rc, keys)
+	}
+	outcomes := a.applyUnique(ctx, rc, unique)
+	all := make([]error, len(keys))
+	for i, k := range keys {
+		all[i] = outcomes[first[k]]
+	}
+	return all
+}
+
+// applyUnique is applyBatch for keys that are all different.
+func (a *applier) applyUnique(ctx context.Context, rc *river.Client[pgx.Tx], keys []inbox.Key) []error {
 	ctx, cancel := context.WithTimeout(ctx, applyTimeout)
 	defer cancel()
 	outcomes := make([]error, len(keys))

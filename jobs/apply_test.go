@@ -209,6 +209,36 @@ func TestBatchOutcomesPerEvent(t *testing.T) {
 	require.Equal(t, len(keys)-2, processed)
 }
 
+// TestBatchAnswersAnEventGivenTwiceAlike: two jobs of one event can land
+// in one batch (after a crash River works a job again while the event's
+// hand-off job waits too). Each gets the event's outcome: an event that
+// cannot be applied is an error to both, since a nil to either completes
+// its job, and a hand-off, unique by the event, then finds that completed
+// job and makes none: the event would stay received with no job to work it.
+func TestBatchAnswersAnEventGivenTwiceAlike(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sim := stripesim.New(stripesim.Config{Seed: 13})
+	sim.Pay(stripesim.PayOpts{Amount: 900, Currency: "usd"})
+	garbled := sim.Emit("charge.succeeded", map[string]any{"id": "ch_neg", "object": "charge", "amount": -500,
+		"captured": true, "currency": "usd"})
+	w := newApplyWorld(t)
+	keys := w.store(t, sim.Events())
+	bad := inbox.Key{Provider: "stripe", EventID: garbled.ID}
+	twice := append([]inbox.Key{bad}, append(keys, bad, keys[0])...)
+	outcomes := w.applier.apply(ctx, w.rc, twice)
+	for i, err := range outcomes {
+		if twice[i] == bad {
+			require.ErrorIs(t, err, ErrPermanent, "position %d", i)
+			continue
+		}
+		require.NoError(t, err, "position %d", i)
+	}
+	var processed int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM inbox_events WHERE status = 'processed'`).Scan(&processed))
+	require.Equal(t, len(keys)-1, processed)
+}
+
 // TestApplyQueueBatchesWhatWaited: while a batch is being applied, the
 // events submitted meanwhile wait and then go together, each caller getting
 // its own event's outcome; a caller that gave up before its batch began is
