@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -178,4 +179,43 @@ func TestSetStatusManyTxMissingKey(t *testing.T) {
 	require.ErrorIs(t, err, inbox.ErrNotFound)
 
 	require.NoError(t, inbox.SetStatusManyTx(ctx, pool, nil))
+}
+
+// TestSetStatusManyTxLocated: updates that carry their events' received_at
+// (as LockManyTx gave it) leave the same rows as updates by key alone, and
+// one whose received_at names no row fails with ErrNotFound, as a missing
+// key does.
+func TestSetStatusManyTxLocated(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ids := []string{"evt_a", "evt_b", "evt_c"}
+	byKey, located := stored(t, ids...), stored(t, ids...)
+	updates := []inbox.StatusUpdate{
+		{Key: key("evt_a"), Status: inbox.StatusProcessed, Attempt: true},
+		{Key: key("evt_b"), Status: inbox.StatusPoison, LastError: "boom", Attempt: true},
+		{Key: key("evt_b"), Status: inbox.StatusIgnored},
+	}
+	require.NoError(t, inbox.SetStatusManyTx(ctx, byKey, updates))
+	require.NoError(t, pgx.BeginFunc(ctx, located, func(tx pgx.Tx) error {
+		events, err := inbox.LockManyTx(ctx, tx, []inbox.Key{key("evt_a"), key("evt_b")})
+		if err != nil {
+			return err
+		}
+		withRows := make([]inbox.StatusUpdate, len(updates))
+		for i, u := range updates {
+			u.ReceivedAt = events[u.Key].ReceivedAt
+			require.False(t, u.ReceivedAt.IsZero())
+			withRows[i] = u
+		}
+		return inbox.SetStatusManyTx(ctx, tx, withRows)
+	}))
+	require.Equal(t, snapshot(t, byKey), snapshot(t, located))
+
+	e, err := inbox.Get(ctx, located, "stripe", "evt_c")
+	require.NoError(t, err)
+	err = inbox.SetStatusManyTx(ctx, located, []inbox.StatusUpdate{
+		{Key: key("evt_c"), Status: inbox.StatusProcessed, ReceivedAt: e.ReceivedAt.Add(time.Microsecond)},
+	})
+	require.ErrorIs(t, err, inbox.ErrNotFound)
+	require.ErrorContains(t, err, "stripe/evt_c")
 }

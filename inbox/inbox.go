@@ -181,6 +181,10 @@ type StatusUpdate struct {
 	Status    Status
 	LastError string // empty: the event's last error is kept
 	Attempt   bool   // counts as an attempt
+	// ReceivedAt, when the caller has the event locked (LockManyTx gave
+	// it), names the event's partition and row directly; zero, it is read
+	// from the event's key.
+	ReceivedAt time.Time
 }
 
 // SetStatusManyTx is SetStatusTx for every update, in one statement. An
@@ -198,10 +202,11 @@ func SetStatusManyTx(ctx context.Context, q Querier, updates []StatusUpdate) err
 	// Fold repeats of a key here: UPDATE … FROM changes a row once however
 	// many source rows match it, so each key may appear only once.
 	type change struct {
-		status    string
-		lastError string
-		attempts  int
-		stamp     bool
+		status     string
+		lastError  string
+		attempts   int
+		stamp      bool
+		receivedAt time.Time
 	}
 	var (
 		keys    = make([]Key, 0, len(updates))
@@ -222,6 +227,9 @@ func SetStatusManyTx(ctx context.Context, q Querier, updates []StatusUpdate) err
 			c.attempts++
 		}
 		c.stamp = c.stamp || u.Status == StatusProcessed || u.Status == StatusIgnored
+		if !u.ReceivedAt.IsZero() {
+			c.receivedAt = u.ReceivedAt
+		}
 	}
 	var (
 		providers  = make([]string, len(keys))
@@ -230,15 +238,25 @@ func SetStatusManyTx(ctx context.Context, q Querier, updates []StatusUpdate) err
 		lastErrors = make([]string, len(keys))
 		attempts   = make([]int32, len(keys))
 		stamps     = make([]bool, len(keys))
+		received   = make([]time.Time, len(keys))
+		located    = true // every update names its row's received_at
 	)
 	for i, k := range keys {
 		c := changes[k]
 		providers[i], ids[i] = k.Provider, k.EventID
 		statuses[i], lastErrors[i], attempts[i], stamps[i] = c.status, c.lastError, int32(c.attempts), c.stamp
+		received[i], located = c.receivedAt, located && !c.receivedAt.IsZero()
 	}
 	what := fmt.Sprintf("set %d inbox events' status", len(keys))
 	if len(keys) == 1 {
 		what = fmt.Sprintf("set inbox event %s %s", keys[0].EventID, statuses[0])
+	}
+	// The events' received_at, given or read from their keys, names each
+	// one's partition and row (the primary key), as every lookup by key does.
+	byRow := `JOIN inbox_event_keys k ON (k.provider, k.event_id) = (u.provider, u.event_id)
+		WHERE (e.provider, e.event_id, e.received_at) = (k.provider, k.event_id, k.received_at)`
+	if located {
+		byRow = `WHERE (e.provider, e.event_id, e.received_at) = (u.provider, u.event_id, u.received_at)`
 	}
 	rows, err := q.Query(ctx, `
 		UPDATE inbox_events AS e SET
@@ -246,12 +264,11 @@ func SetStatusManyTx(ctx context.Context, q Querier, updates []StatusUpdate) err
 			last_error   = coalesce(nullif(u.last_error, ''), e.last_error),
 			attempts     = e.attempts + u.attempts,
 			processed_at = CASE WHEN u.stamp THEN now() ELSE e.processed_at END
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::integer[], $6::boolean[])
-			AS u (provider, event_id, status, last_error, attempts, stamp)
-		JOIN inbox_event_keys k ON (k.provider, k.event_id) = (u.provider, u.event_id)
-		WHERE (e.provider, e.event_id, e.received_at) = (k.provider, k.event_id, k.received_at)
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::integer[], $6::boolean[], $7::timestamptz[])
+			AS u (provider, event_id, status, last_error, attempts, stamp, received_at)
+		`+byRow+`
 		RETURNING e.provider, e.event_id`,
-		providers, ids, statuses, lastErrors, attempts, stamps)
+		providers, ids, statuses, lastErrors, attempts, stamps, received)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

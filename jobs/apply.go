@@ -275,7 +275,7 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 		fx, err := effectsOf(ev)
 		switch {
 		case errors.Is(err, provider.ErrIgnored):
-			writes.statuses = append(writes.statuses, applied(k, inbox.StatusIgnored))
+			writes.statuses = append(writes.statuses, applied(ev, inbox.StatusIgnored))
 		case err != nil:
 			outcomes[i] = err
 		default:
@@ -337,7 +337,7 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 			writes.reports = append(writes.reports, reconcile.ReportNotice{Provider: w.ev.Provider, FileName: r.FileName,
 				URL: r.URL, Batch: r.Batch, EventID: w.ev.EventID})
 		}
-		writes.statuses = append(writes.statuses, applied(inbox.Key{Provider: w.ev.Provider, EventID: w.ev.EventID}, inbox.StatusProcessed))
+		writes.statuses = append(writes.statuses, applied(w.ev, inbox.StatusProcessed))
 	}
 
 	if _, err := ledger.PostManyTx(ctx, tx, writes.postings); err != nil {
@@ -536,8 +536,11 @@ func done(s inbox.Status) bool {
 	return s == inbox.StatusProcessed || s == inbox.StatusIgnored || s == inbox.StatusDiscarded
 }
 
-func applied(k inbox.Key, s inbox.Status) inbox.StatusUpdate {
-	return inbox.StatusUpdate{Key: k, Status: s, Attempt: true}
+// applied is the status update of an event the batch applied or ignored;
+// its row is locked, so its received_at locates it.
+func applied(ev inbox.Event, s inbox.Status) inbox.StatusUpdate {
+	return inbox.StatusUpdate{Key: inbox.Key{Provider: ev.Provider, EventID: ev.EventID}, Status: s, Attempt: true,
+		ReceivedAt: ev.ReceivedAt}
 }
 
 func lastKind(facts []statemachine.Fact) statemachine.FactKind {
