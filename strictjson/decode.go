@@ -180,16 +180,7 @@ func (d *decoder) document(v reflect.Value) bool {
 	return d.value(v, planOf(v.Type()))
 }
 
-func (d *decoder) space() {
-	for d.pos < len(d.data) {
-		switch d.data[d.pos] {
-		case ' ', '\t', '\n', '\r':
-			d.pos++
-		default:
-			return
-		}
-	}
-}
+func (d *decoder) space() { d.pos = skipSpace(d.data, d.pos) }
 
 // value fills v from the value at pos, which it leaves past the value.
 func (d *decoder) value(v reflect.Value, p *plan) bool {

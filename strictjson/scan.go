@@ -44,15 +44,20 @@ func (s *scanner) document(t reflect.Type) error {
 	return nil
 }
 
-func (s *scanner) space() {
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
+func (s *scanner) space() { s.pos = skipSpace(s.data, s.pos) }
+
+// skipSpace returns the position of the first byte from pos on that is not
+// JSON whitespace.
+func skipSpace(data []byte, pos int) int {
+	for pos < len(data) {
+		switch data[pos] {
 		case ' ', '\t', '\n', '\r':
-			s.pos++
+			pos++
 		default:
-			return
+			return pos
 		}
 	}
+	return pos
 }
 
 // value checks the value at pos; t is what it decodes into, nil when that
