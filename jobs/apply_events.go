@@ -32,6 +32,10 @@ type ApplyEventsWorker struct {
 	maxAttempts int
 }
 
+// handOffUnique makes a hand-off job unique by its event among the jobs in
+// every state River keeps.
+var handOffUnique = river.UniqueOpts{ByState: rivertype.JobStates()}
+
 // Work implements river.Worker.
 func (w *ApplyEventsWorker) Work(ctx context.Context, job *river.Job[ApplyEventsArgs]) error {
 	rc, err := river.ClientFromContextSafely[pgx.Tx](ctx)
@@ -64,7 +68,7 @@ func (w *ApplyEventsWorker) Work(ctx context.Context, job *river.Job[ApplyEvents
 	// must still commit, or the events would wait for the sweeper.
 	ctx = context.WithoutCancel(ctx)
 	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		_, err := rc.InsertManyTx(ctx, tx, uniqueProcessEvents(handOff, w.maxAttempts, rivertype.JobStates()))
+		_, err := rc.InsertManyTx(ctx, tx, uniqueProcessEvents(handOff, w.maxAttempts, handOffUnique))
 		return err
 	})
 	if err != nil {

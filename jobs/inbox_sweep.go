@@ -52,6 +52,15 @@ var liveJobStates = []rivertype.JobState{
 	rivertype.JobStateRunning, rivertype.JobStateScheduled,
 }
 
+// sweepUnique makes a sweeper's job unique by its event among live jobs,
+// under a key of the sweeper's own (ByQueue adds the queue to it): River's
+// unique key leaves out the states, so a hand-off job (unique among every
+// state) keeps holding its event's key once ended, until River's retention
+// deletes it a day later, and a sweep sharing that key would be skipped as
+// a duplicate all that day. The sweeper's jobs never meet a live hand-off
+// job: it sweeps only events no live job names.
+var sweepUnique = river.UniqueOpts{ByQueue: true, ByState: liveJobStates}
+
 // InboxSweepArgs asks for one sweep of the inbox for stranded events.
 type InboxSweepArgs struct{}
 
@@ -194,17 +203,7 @@ func (s *sweeper) sweepBatch(ctx context.Context, rc *river.Client[pgx.Tx]) (fou
 		if found == 0 {
 			return nil
 		}
-		params := uniqueProcessEvents(keys, s.maxAttempts, liveJobStates)
-		for _, p := range params {
-			// A key of the sweeper's own: River's unique key leaves out the
-			// states, and a hand-off job (unique among every state) keeps
-			// holding its event's key once ended, until River's retention
-			// deletes it a day later. Sharing that key, the sweep of an event
-			// whose hand-off job was cancelled by hand would be skipped as a
-			// duplicate all that day. The sweeper's jobs never meet a live
-			// hand-off job: it sweeps only events no live job names.
-			p.InsertOpts.UniqueOpts.ByQueue = true
-		}
+		params := uniqueProcessEvents(keys, s.maxAttempts, sweepUnique)
 		results, err := rc.InsertManyTx(ctx, tx, params)
 		if err != nil {
 			return fmt.Errorf("enqueue %d stranded events: %w", len(keys), err)

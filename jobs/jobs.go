@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/provider"
@@ -320,16 +319,17 @@ func (c *Client) InsertApplyEventsTx(ctx context.Context, tx pgx.Tx, provider st
 }
 
 // uniqueProcessEvents are the insert parameters of a process_event job for
-// each of keys, unique by its event among the jobs in states: the sweeper's
-// and the apply_events hand-off's, whose jobs must never double an event's.
-func uniqueProcessEvents(keys []inbox.Key, maxAttempts int, states []rivertype.JobState) []river.InsertManyParams {
+// each of keys, unique by its event as unique says: the sweeper's and the
+// apply_events hand-off's, whose jobs must never double an event's.
+func uniqueProcessEvents(keys []inbox.Key, maxAttempts int, unique river.UniqueOpts) []river.InsertManyParams {
+	unique.ByArgs = true
 	params := make([]river.InsertManyParams, len(keys))
 	for i, k := range keys {
 		params[i] = river.InsertManyParams{
 			Args: ProcessEventArgs{Provider: k.Provider, EventID: k.EventID},
 			InsertOpts: &river.InsertOpts{
 				MaxAttempts: maxAttempts,
-				UniqueOpts:  river.UniqueOpts{ByArgs: true, ByState: states},
+				UniqueOpts:  unique,
 			},
 		}
 	}

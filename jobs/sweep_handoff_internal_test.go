@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/inbox"
@@ -39,7 +38,7 @@ func TestSweepAfterAHandOffJobEnded(t *testing.T) {
 		k := keys[0]
 		keys = keys[1:]
 		require.NoError(t, pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-			results, err := w.rc.InsertManyTx(ctx, tx, uniqueProcessEvents([]inbox.Key{k}, 5, rivertype.JobStates()))
+			results, err := w.rc.InsertManyTx(ctx, tx, uniqueProcessEvents([]inbox.Key{k}, 5, handOffUnique))
 			if err != nil {
 				return err
 			}

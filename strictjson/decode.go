@@ -217,10 +217,7 @@ func (d *decoder) value(v reflect.Value, p *plan) bool {
 			return false
 		}
 		return true
-	case planInt:
-		if c != '-' && (c < '0' || c > '9') {
-			return false
-		}
+	case planInt: // parseInt refuses anything but an integer's digits
 		n, ok := parseInt(d.literal())
 		if !ok || v.OverflowInt(n) {
 			return false
@@ -228,9 +225,6 @@ func (d *decoder) value(v reflect.Value, p *plan) bool {
 		v.SetInt(n)
 		return true
 	case planUint:
-		if c < '0' || c > '9' {
-			return false
-		}
 		n, ok := parseUint(d.literal())
 		if !ok || v.OverflowUint(n) {
 			return false
