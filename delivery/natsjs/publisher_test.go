@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -201,7 +202,18 @@ func requireStream(t tb, got []*jetstream.RawStreamMsg, prefix string, want []ou
 		require.Greater(t, w.Sequence, last[obj], "%s: sequence %d stored after %d", obj, w.Sequence, last[obj])
 		last[obj] = w.Sequence
 	}
-	require.Len(t, seen, len(want), "every message is in the stream")
+	if len(seen) != len(want) {
+		// Which ones, so that a loss can be placed against the test's
+		// timeline (before the outage, during it, after it).
+		var missing []string
+		for i, m := range want {
+			if !seen[m.ID] && len(missing) < 40 {
+				missing = append(missing, fmt.Sprintf("#%d %s/%s seq %d", i, m.AggregateType, m.AggregateID, m.Sequence))
+			}
+		}
+		require.Failf(t, "every message is in the stream", "%d of %d stored; missing (in the workload's order, at most 40): %s",
+			len(seen), len(want), strings.Join(missing, ", "))
+	}
 }
 
 // TestPublishRandomWorkload: whatever the objects, the transactions that
@@ -327,6 +339,7 @@ func TestServerRestartMidStream(t *testing.T) {
 		mu           sync.Mutex
 		slowestWrite time.Duration
 		published    atomic.Int64
+		duplicates   atomic.Int64
 		failures     atomic.Int64
 		writersDone  = make(chan struct{})
 	)
@@ -367,6 +380,7 @@ func TestServerRestartMidStream(t *testing.T) {
 			}
 			res, err := p.Publish(ctx, b.river)
 			published.Add(int64(res.Messages))
+			duplicates.Add(int64(res.Duplicates))
 			if err != nil {
 				failures.Add(1)
 			}
@@ -375,6 +389,7 @@ func TestServerRestartMidStream(t *testing.T) {
 
 	require.Eventually(t, func() bool { return published.Load() > 100 }, 10*time.Second, 5*time.Millisecond)
 	b.nats.stop()
+	beforeStop := published.Load()
 	require.Eventually(t, func() bool { return failures.Load() > 3 }, 10*time.Second, 5*time.Millisecond)
 
 	// The job's error while NATS is down is a retry, not a cancel.
@@ -397,6 +412,8 @@ func TestServerRestartMidStream(t *testing.T) {
 	require.Eventually(t, func() bool { return b.backlog(t) == 0 }, 30*time.Second, 20*time.Millisecond)
 	close(stopPublishing)
 	<-publishing
+	t.Logf("acknowledged: about %d before the stop, %d in all, %d of them duplicates; %d failed publishes",
+		beforeStop, published.Load(), duplicates.Load(), failures.Load())
 	requireStream(t, stored(t, b.nats.url(), natsjs.DefaultStream), natsjs.DefaultSubjectPrefix, all)
 }
 
