@@ -4,10 +4,12 @@ import (
 	"encoding"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"reflect"
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // scanner is the validation pass over the raw bytes: it walks one JSON
@@ -19,6 +21,10 @@ type scanner struct {
 	pos   int
 	depth int
 	opts  *Opts
+	// keys are the keys of the objects being scanned, outermost first:
+	// each object's follow its parents' and are dropped when it ends, so
+	// one buffer serves a whole document.
+	keys []scannedKey
 }
 
 func (s *scanner) fail(err error, format string, args ...any) error {
@@ -118,7 +124,11 @@ func (s *scanner) object(t reflect.Type) error {
 			elem = target(t.Elem())
 		}
 	}
-	var seen keySet
+	if s.keys == nil {
+		s.keys = (*keyBuffers.Get().(*[]scannedKey))[:0]
+	}
+	seen := keySet{s: s, base: len(s.keys)}
+	defer seen.drop()
 	s.space()
 	if s.pos < len(s.data) && s.data[s.pos] == '}' {
 		s.pos++
@@ -214,22 +224,37 @@ func (s *scanner) array(t reflect.Type) error {
 	}
 }
 
-// str checks the string at pos and, when decode, returns its text.
+// str checks the string at pos and, when decode, returns its text. A key
+// without escapes, the usual case, is returned as its bytes in data, not
+// copied: see keyText.
 func (s *scanner) str(decode bool) (string, error) {
 	s.pos++ // "
 	var b []byte
+	escaped := false
 	start := s.pos // of the run of bytes not yet copied to b
+	first := start
 	for {
+		// The usual bytes, printable ASCII, in a tight loop.
+		for s.pos < len(s.data) {
+			if c := s.data[s.pos]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+				break
+			}
+			s.pos++
+		}
 		if s.pos == len(s.data) {
 			return "", s.fail(ErrSyntax, "unterminated string")
 		}
 		c := s.data[s.pos]
 		switch {
 		case c == '"':
-			if decode {
-				b = append(b, s.data[start:s.pos]...)
-			}
 			s.pos++
+			switch {
+			case !decode:
+				return "", nil
+			case !escaped:
+				return keyText(s.data[first : s.pos-1]), nil
+			}
+			b = append(b, s.data[start:s.pos-1]...)
 			return string(b), nil
 		case c < 0x20:
 			return "", s.fail(ErrSyntax, "control character in a string")
@@ -237,6 +262,7 @@ func (s *scanner) str(decode bool) (string, error) {
 			if decode {
 				b = append(b, s.data[start:s.pos]...)
 			}
+			escaped = true
 			r, err := s.escape()
 			if err != nil {
 				return "", err
@@ -245,8 +271,6 @@ func (s *scanner) str(decode bool) (string, error) {
 				b = utf8.AppendRune(b, r)
 			}
 			start = s.pos
-		case c < utf8.RuneSelf:
-			s.pos++
 		default:
 			r, n := utf8.DecodeRune(s.data[s.pos:])
 			if r == utf8.RuneError && n == 1 {
@@ -255,6 +279,17 @@ func (s *scanner) str(decode bool) (string, error) {
 			s.pos += n
 		}
 	}
+}
+
+// keyText is an unescaped key as a string sharing data's bytes. The scan
+// never changes data, and a key is kept only while its object is scanned
+// (in its keySet, to find duplicates); an error quotes it into a new
+// string. Copying every key was a fifth of a Stripe event's decoding.
+func keyText(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 // escape reads one escape sequence at pos (a backslash) and returns its
@@ -376,26 +411,42 @@ func (s *scanner) number() error {
 	return nil
 }
 
-// keySet holds an object's keys: a slice for the usual few, a map beyond.
+// scannedKey is a key of an object being scanned, with its hash.
+type scannedKey struct {
+	hash uint64
+	key  string
+}
+
+// keySet finds an object's duplicate keys: its keys are s.keys[base:],
+// compared by hash first; past manyKeys of them, a map, so that no body
+// makes the check quadratic.
 type keySet struct {
-	few  []string
+	s    *scanner
+	base int
 	many map[string]struct{}
 }
 
+// manyKeys is where a keySet moves to a map: more keys than provider
+// objects have (a Stripe charge has about fifty).
+const manyKeys = 128
+
+var keySeed = maphash.MakeSeed()
+
 func (k *keySet) add(key string) bool {
 	if k.many == nil {
-		for _, have := range k.few {
-			if have == key {
+		h := maphash.String(keySeed, key)
+		for _, have := range k.s.keys[k.base:] {
+			if have.hash == h && have.key == key {
 				return false
 			}
 		}
-		if len(k.few) < 16 {
-			k.few = append(k.few, key)
+		if len(k.s.keys)-k.base < manyKeys {
+			k.s.keys = append(k.s.keys, scannedKey{h, key})
 			return true
 		}
-		k.many = make(map[string]struct{}, 2*len(k.few))
-		for _, have := range k.few {
-			k.many[have] = struct{}{}
+		k.many = make(map[string]struct{}, 2*manyKeys)
+		for _, have := range k.s.keys[k.base:] {
+			k.many[have.key] = struct{}{}
 		}
 	}
 	if _, ok := k.many[key]; ok {
@@ -404,6 +455,22 @@ func (k *keySet) add(key string) bool {
 	k.many[key] = struct{}{}
 	return true
 }
+
+// keyBuffers keep the scanners' key buffers between documents: a webhook
+// body and each payload applied would otherwise grow one from nothing.
+var keyBuffers = sync.Pool{New: func() any { return new([]scannedKey) }}
+
+// done gives the key buffer back.
+func (s *scanner) done() {
+	if s.keys != nil && cap(s.keys) <= 4*manyKeys { // not a hostile body's
+		keys := s.keys[:0]
+		keyBuffers.Put(&keys)
+	}
+	s.keys = nil
+}
+
+// drop forgets the object's keys when it ends.
+func (k *keySet) drop() { k.s.keys = k.s.keys[:k.base] }
 
 var (
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
@@ -436,17 +503,54 @@ func target(t reflect.Type) reflect.Type {
 type structFields struct {
 	exact map[string]reflect.Type
 	names []string
+	// lower maps each name, in ASCII lower case, to itself, when every
+	// name is ASCII: for an ASCII key, folding is then one lookup instead
+	// of a comparison with every name (most keys of a provider's object
+	// name no field of ours). Nil when a name is not ASCII.
+	lower map[string]string
 }
 
 // folds returns the field name key matches in another case, as
 // encoding/json matches names (bytes.EqualFold is its definition).
 func (f *structFields) folds(key string) (string, bool) {
+	if f.lower != nil && len(key) <= 64 {
+		var buf [64]byte
+		ascii := true
+		for i := 0; i < len(key) && ascii; i++ {
+			c := key[i]
+			ascii = c < utf8.RuneSelf
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			buf[i] = c
+		}
+		if ascii {
+			name, ok := f.lower[string(buf[:len(key)])]
+			return name, ok
+		}
+	}
 	for _, name := range f.names {
 		if strings.EqualFold(name, key) {
 			return name, true
 		}
 	}
 	return "", false
+}
+
+// lowerNames builds structFields.lower.
+func lowerNames(names []string) map[string]string {
+	lower := make(map[string]string, len(names))
+	for _, name := range names {
+		for i := range len(name) {
+			if name[i] >= utf8.RuneSelf {
+				return nil
+			}
+		}
+		if _, ok := lower[strings.ToLower(name)]; !ok { // the first, as the comparisons found it
+			lower[strings.ToLower(name)] = name
+		}
+	}
+	return lower
 }
 
 var fieldCache sync.Map // reflect.Type → *structFields
@@ -500,6 +604,7 @@ func fieldsOf(t reflect.Type) *structFields {
 		}
 	}
 	walk(t, 0, map[reflect.Type]bool{})
+	f.lower = lowerNames(f.names)
 	actual, _ := fieldCache.LoadOrStore(t, f)
 	return actual.(*structFields)
 }

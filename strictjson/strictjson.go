@@ -102,6 +102,7 @@ func UnmarshalOpts(data []byte, v any, opts *Opts) error {
 		return fmt.Errorf("%w: decoding needs a non-nil pointer, not %T", ErrInvalidValue, v)
 	}
 	s := scanner{data: data, opts: opts}
+	defer s.done()
 	if err := s.document(rv.Type().Elem()); err != nil {
 		return err
 	}
@@ -135,6 +136,7 @@ func UnmarshalOpts(data []byte, v any, opts *Opts) error {
 // ErrNUL, ErrTooDeep, ErrNumberRange.
 func Valid(data []byte) error {
 	s := scanner{data: data, opts: &Opts{}}
+	defer s.done()
 	return s.document(nil)
 }
 

@@ -3,6 +3,7 @@ package strictjson_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -269,4 +270,36 @@ func TestEveryErrorWrapsOneSentinel(t *testing.T) {
 		}
 		require.Equal(t, 1, n, "%s: %v", body, err)
 	}
+}
+
+// TestDuplicateKeysAtEverySize: a duplicate is found however many keys its
+// object has (compared in place for the usual few, in a map past a
+// hundred), wherever it falls, escaped or not; the same key in a parent and
+// a child object, or in two sibling objects, is no duplicate.
+func TestDuplicateKeysAtEverySize(t *testing.T) {
+	t.Parallel()
+	object := func(n int, extra ...string) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			fmt.Fprintf(&b, `"k%d":%d,`, i, i)
+		}
+		for _, kv := range extra {
+			b.WriteString(kv + ",")
+		}
+		b.WriteString(`"last":{"k0":{"k0":0},"k1":[{"k0":1},{"k0":2}]}}`)
+		return b.String()
+	}
+	for _, n := range []int{1, 15, 16, 17, 60, 127, 128, 129, 1000} {
+		require.NoError(t, strictjson.Valid([]byte(object(n))), "%d keys", n)
+		for _, dup := range []string{`"k0":"again"`, fmt.Sprintf(`"k%d":"again"`, n-1), `"\u006b0":"again"`} {
+			body := object(n, dup)
+			require.ErrorIs(t, strictjson.Valid([]byte(body)), strictjson.ErrDuplicateKey, "%d keys, then %s", n, dup)
+			var v map[string]any
+			require.ErrorIs(t, strictjson.Unmarshal([]byte(body), &v), strictjson.ErrDuplicateKey, "%d keys, then %s", n, dup)
+		}
+	}
+	nested := `{"a":{"a":{"a":1},"b":{"a":2}},"b":{"a":3,"b":{"b":4}}}`
+	require.NoError(t, strictjson.Valid([]byte(nested)))
+	require.ErrorIs(t, strictjson.Valid([]byte(`{"a":{"a":{"a":1},"b":{"a":2}},"b":{"a":3,"b":{"b":4}},"a":0}`)), strictjson.ErrDuplicateKey)
 }
