@@ -53,10 +53,12 @@ func TestApplyQueueRestsUnderPressure(t *testing.T) {
 		require.NoError(t, err)
 	}
 	mu.Lock()
-	require.Len(t, rests, 3, "12 events in batches of 4, a rest after each")
+	var rested time.Duration
 	for _, d := range rests {
-		require.GreaterOrEqual(t, d, 5*batchTime, "five times the batch's time")
+		require.LessOrEqual(t, d, restSlice, "a rest is slept in slices")
+		rested += d
 	}
+	require.GreaterOrEqual(t, rested, 3*5*batchTime, "12 events in batches of 4, after each a rest of five times the batch's time")
 	rests = nil
 	mu.Unlock()
 
@@ -67,6 +69,47 @@ func TestApplyQueueRestsUnderPressure(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Empty(t, rests, "no pressure, no rest")
+}
+
+// TestApplyQueueRestEndsWithThePressure: a rest ends within one slice of
+// the pressure going off, not when its five batches' time is up: applying
+// picks up the events held back as soon as the burst is over.
+func TestApplyQueueRestEndsWithThePressure(t *testing.T) {
+	t.Parallel()
+	const batchTime = 20 * time.Millisecond // a rest of 100 ms, ten slices
+	var (
+		pressure atomic.Bool
+		mu       sync.Mutex
+		rested   time.Duration
+	)
+	q := &applyQueue{
+		maxAppliers: 1, maxEvents: 4, restFactor: 5,
+		pressure: pressure.Load,
+		apply: func(_ context.Context, _ *river.Client[pgx.Tx], keys []inbox.Key) []error {
+			time.Sleep(batchTime)
+			return make([]error, len(keys))
+		},
+		sleep: func(d time.Duration) {
+			mu.Lock()
+			rested += d
+			mu.Unlock()
+			pressure.Store(false) // the burst ends during the first slice
+		},
+	}
+	pressure.Store(true)
+	keys := []inbox.Key{{Provider: "stripe", EventID: "evt_burst_end"}}
+	for _, err := range q.submitAll(context.Background(), nil, keys) {
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { // the applier's rest follows its answers
+		mu.Lock()
+		defer mu.Unlock()
+		return rested > 0
+	}, 5*time.Second, time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, restSlice, rested, "one slice, not the whole rest of %s", 5*batchTime)
 }
 
 // TestApplyQueueSubmitAllKeepsOrder: the keys of one submitAll are applied
