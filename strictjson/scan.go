@@ -469,8 +469,12 @@ func (s *scanner) done() {
 	s.keys = nil
 }
 
-// drop forgets the object's keys when it ends.
-func (k *keySet) drop() { k.s.keys = k.s.keys[:k.base] }
+// drop forgets the object's keys when it ends, clearing them: a pooled
+// buffer must not keep a body it has seen alive.
+func (k *keySet) drop() {
+	clear(k.s.keys[k.base:])
+	k.s.keys = k.s.keys[:k.base]
+}
 
 var (
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
