@@ -27,19 +27,11 @@ func TestApplyQueueRestsUnderPressure(t *testing.T) {
 		mu       sync.Mutex
 		rests    []time.Duration
 	)
-	q := &applyQueue{
-		maxAppliers: 1, maxEvents: 4, restFactor: 5,
-		pressure: pressure.Load,
-		apply: func(_ context.Context, _ *river.Client[pgx.Tx], keys []inbox.Key) []error {
-			time.Sleep(batchTime)
-			return make([]error, len(keys))
-		},
-		sleep: func(d time.Duration) {
-			mu.Lock()
-			rests = append(rests, d)
-			mu.Unlock()
-		},
-	}
+	q := restingQueue(batchTime, &pressure, func(d time.Duration) {
+		mu.Lock()
+		rests = append(rests, d)
+		mu.Unlock()
+	})
 	keys := func(prefix string, n int) []inbox.Key {
 		out := make([]inbox.Key, n)
 		for i := range out {
@@ -52,6 +44,7 @@ func TestApplyQueueRestsUnderPressure(t *testing.T) {
 	for _, err := range q.submitAll(context.Background(), nil, keys("pressed", 12)) {
 		require.NoError(t, err)
 	}
+	waitIdle(t, q)
 	mu.Lock()
 	var rested time.Duration
 	for _, d := range rests {
@@ -66,9 +59,35 @@ func TestApplyQueueRestsUnderPressure(t *testing.T) {
 	for _, err := range q.submitAll(context.Background(), nil, keys("free", 12)) {
 		require.NoError(t, err)
 	}
+	waitIdle(t, q)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Empty(t, rests, "no pressure, no rest")
+}
+
+// restingQueue is a queue of one applier whose batches take batchTime,
+// under pressure while pressure holds, resting five times a batch's time
+// through sleep.
+func restingQueue(batchTime time.Duration, pressure *atomic.Bool, sleep func(time.Duration)) *applyQueue {
+	return &applyQueue{
+		maxAppliers: 1, maxEvents: 4, restFactor: 5,
+		pressure: pressure.Load,
+		apply: func(_ context.Context, _ *river.Client[pgx.Tx], keys []inbox.Key) []error {
+			time.Sleep(batchTime)
+			return make([]error, len(keys))
+		},
+		sleep: sleep,
+	}
+}
+
+// waitIdle waits until q's appliers are gone: they rest after answering.
+func waitIdle(t *testing.T, q *applyQueue) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.appliers == 0
+	}, 5*time.Second, time.Millisecond)
 }
 
 // TestApplyQueueRestEndsWithThePressure: a rest ends once the pressure has
@@ -85,32 +104,19 @@ func TestApplyQueueRestEndsWithThePressure(t *testing.T) {
 			rested   time.Duration
 			slices   int
 		)
-		q := &applyQueue{
-			maxAppliers: 1, maxEvents: 4, restFactor: 5,
-			pressure: pressure.Load,
-			apply: func(_ context.Context, _ *river.Client[pgx.Tx], keys []inbox.Key) []error {
-				time.Sleep(batchTime)
-				return make([]error, len(keys))
-			},
-			sleep: func(d time.Duration) {
-				mu.Lock()
-				defer mu.Unlock()
-				rested += d
-				slices++
-				pressure.Store(pressureAfter(slices))
-			},
-		}
+		q := restingQueue(batchTime, &pressure, func(d time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			rested += d
+			slices++
+			pressure.Store(pressureAfter(slices))
+		})
 		pressure.Store(true)
 		keys := []inbox.Key{{Provider: "stripe", EventID: "evt_rest"}}
 		for _, err := range q.submitAll(context.Background(), nil, keys) {
 			require.NoError(t, err)
 		}
-		// The applier rests after answering; wait until it has gone.
-		require.Eventually(t, func() bool {
-			q.mu.Lock()
-			defer q.mu.Unlock()
-			return q.appliers == 0
-		}, 5*time.Second, time.Millisecond)
+		waitIdle(t, q)
 		mu.Lock()
 		defer mu.Unlock()
 		return rested
