@@ -128,32 +128,10 @@ func (q *applyQueue) drain() {
 	}
 }
 
-// restSlice is how often a resting applier looks at the pressure again. A
-// batch applied beside a burst takes a few hundred milliseconds, its rest
-// five times that: slept whole, it ran on for a second or more after the
-// burst, applying idle while the events it had held back waited.
-const restSlice = 10 * time.Millisecond
-
-// restCalm is how long the pressure must stay off for a rest to end early:
-// longer than its dips inside a burst (a commit answers a score of callers
-// at once, and their senders are back within milliseconds), which must
-// not cut the rests that let ingest keep up; short next to a rest.
-const restCalm = 50 * time.Millisecond
-
-// rest sleeps for d, or until the pressure has been off for restCalm.
 func (q *applyQueue) rest(d time.Duration) {
-	sleep := time.Sleep
 	if q.sleep != nil {
-		sleep = q.sleep
+		q.sleep(d)
+		return
 	}
-	for calm := time.Duration(0); d > 0 && calm < restCalm; {
-		s := min(d, restSlice)
-		sleep(s)
-		d -= s
-		if q.pressure() {
-			calm = 0
-		} else {
-			calm += s
-		}
-	}
+	time.Sleep(d)
 }
