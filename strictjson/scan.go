@@ -231,8 +231,7 @@ func (s *scanner) str(decode bool) (string, error) {
 	s.pos++ // "
 	var b []byte
 	escaped := false
-	start := s.pos // of the run of bytes not yet copied to b
-	first := start
+	start := s.pos // of the run of bytes not yet copied to b: the whole text until an escape
 	for {
 		// The usual bytes, printable ASCII, in a tight loop.
 		for s.pos < len(s.data) {
@@ -252,7 +251,7 @@ func (s *scanner) str(decode bool) (string, error) {
 			case !decode:
 				return "", nil
 			case !escaped:
-				return keyText(s.data[first : s.pos-1]), nil
+				return keyText(s.data[start : s.pos-1]), nil
 			}
 			b = append(b, s.data[start:s.pos-1]...)
 			return string(b), nil
@@ -550,8 +549,8 @@ func lowerNames(names []string) map[string]string {
 				return nil
 			}
 		}
-		if _, ok := lower[strings.ToLower(name)]; !ok { // the first, as the comparisons found it
-			lower[strings.ToLower(name)] = name
+		if l := strings.ToLower(name); lower[l] == "" { // the first, as the comparisons found it
+			lower[l] = name
 		}
 	}
 	return lower
