@@ -371,6 +371,32 @@ func TestReportEndpointPairs(t *testing.T) {
 	require.Contains(t, text, "paygate, 1 instance, wrk -t2 straight to it")
 }
 
+// TestBudgetLineMachine: the budget line says how busy the machine's CPUs
+// were in each phase of the level, from three readings of /proc/stat; a
+// missing or empty reading says nothing rather than a wrong share.
+func TestBudgetLineMachine(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	m := machineReadings{
+		busy:  []time.Duration{10 * time.Second, 20 * time.Second, 27 * time.Second},
+		total: []time.Duration{20 * time.Second, 32 * time.Second, 40 * time.Second},
+		at:    []time.Time{start, start.Add(6400 * time.Millisecond), start.Add(10400 * time.Millisecond)},
+	}
+	phases := m.phases()
+	require.NotNil(t, phases)
+	l := level{Stored: 20000, Budget: &budget{Statements: 10000, RoundTrips: 8000, Rows: 190000, WALBytes: 190e6, Machine: phases}}
+	require.Equal(t, "per event applied: 0.5 statements in 0.4 round trips, 9.5 rows written, 9500 bytes of WAL (the server's); "+
+		"the machine's CPUs 83 % busy while acknowledging (6.4 s), 88 % after it until the last was applied (4.0 s)", l.budgetLine())
+
+	for _, broken := range []machineReadings{
+		{busy: m.busy[:2], total: m.total[:2], at: m.at[:2]},                                                   // a reading missing
+		{busy: m.busy, total: []time.Duration{0, 0, 0}, at: m.at},                                              // /proc/stat unread
+		{busy: m.busy, total: []time.Duration{20 * time.Second, 20 * time.Second, 40 * time.Second}, at: m.at}, // no tick between two
+	} {
+		require.Nil(t, broken.phases())
+	}
+}
+
 // TestReportDatabaseView: a level measured on a server with
 // pg_stat_statements gets PostgreSQL's view of its statements per event
 // applied, each on one line without its comments.

@@ -573,5 +573,9 @@ func (lv *level) budgetLine() string {
 			line += fmt.Sprintf(", %.0f µs in the receiver", c.Receiver*1e6/n)
 		}
 	}
+	if m := b.Machine; m != nil {
+		line += fmt.Sprintf("; the machine's CPUs %.0f %% busy while acknowledging (%.1f s), %.0f %% after it until the last was applied (%.1f s)",
+			100*m.IngestBusy, m.IngestSeconds, 100*m.TailBusy, m.TailSeconds)
+	}
 	return line
 }

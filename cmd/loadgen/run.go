@@ -229,6 +229,7 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		var (
 			dbBefore            dbCounters
 			cpuBefore, cpuAfter cpuCounters
+			machine             machineReadings
 		)
 		measure := o.budget && db != nil && name != "warmup" && name != "paced"
 		if measure {
@@ -236,6 +237,7 @@ func run(ctx context.Context, o runOptions) (series, error) {
 				return lv, err
 			}
 			cpuBefore = readCPU(pids, o.receiverPID)
+			machine.read() // the start
 			if viewed {
 				if err := resetStatements(ctx, db); err != nil {
 					return lv, err
@@ -261,6 +263,9 @@ func run(ctx context.Context, o runOptions) (series, error) {
 			return lv, err
 		}
 		lv.Wrk = r
+		if measure {
+			machine.read() // every event acknowledged
+		}
 		ingested := scrapeAll(bases)
 		if db != nil {
 			start := time.UnixMicro(r.FirstSend)
@@ -291,6 +296,7 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		if measure {
 			// Before the wait below, in which paygate and the server idle.
 			cpuAfter = readCPU(pids, o.receiverPID)
+			machine.read() // every event applied (and delivered)
 			// A backend reports its statistics at most once a second, and
 			// an idle one within 10 s (PGSTAT_IDLE_INTERVAL).
 			time.Sleep(11 * time.Second)
@@ -305,6 +311,7 @@ func run(ctx context.Context, o runOptions) (series, error) {
 				Rows:       dbAfter.rows - dbBefore.rows,
 				WALBytes:   dbAfter.walBytes - dbBefore.walBytes,
 				CPU:        cpuAfter.minus(cpuBefore),
+				Machine:    machine.phases(),
 			}
 			if viewed {
 				if lv.Budget.Database, err = readStatements(ctx, db); err != nil {
@@ -648,6 +655,9 @@ type budget struct {
 	Rows       float64     `json:"rows_written"`
 	WALBytes   float64     `json:"wal_bytes"`
 	CPU        cpuCounters `json:"cpu_seconds"`
+	// Machine is how busy the machine's CPUs were in the level's two
+	// phases; nil when /proc/stat could not be read.
+	Machine *machinePhases `json:"machine,omitempty"`
 	// Database is PostgreSQL's own view of the level's statements, when
 	// the server has pg_stat_statements (make bench's BENCH_PGSS=1).
 	Database *statementsView `json:"pg_stat_statements,omitempty"`
@@ -677,6 +687,44 @@ func readCPU(pids []int, receiverPID int) cpuCounters {
 
 func (c cpuCounters) minus(o cpuCounters) cpuCounters {
 	return cpuCounters{Paygate: c.Paygate - o.Paygate, Postgres: c.Postgres - o.Postgres, Receiver: c.Receiver - o.Receiver}
+}
+
+// machinePhases is the share of the machine's CPUs (every process's, wrk
+// and other tenants' too) at work while a level's events were being
+// acknowledged, and afterwards until the last was applied: what is idle in
+// a phase is time every party spent waiting (on a commit's flush, a timer,
+// a lock), not computing.
+type machinePhases struct {
+	IngestSeconds float64 `json:"ingest_seconds"`
+	IngestBusy    float64 `json:"ingest_busy"` // 0 to 1
+	TailSeconds   float64 `json:"tail_seconds"`
+	TailBusy      float64 `json:"tail_busy"`
+}
+
+// machineReadings are proccpu.Machine's readings at the start of a level,
+// when every event was acknowledged, and when every one was applied.
+type machineReadings struct {
+	busy, total []time.Duration
+	at          []time.Time
+}
+
+func (m *machineReadings) read() {
+	busy, total := proccpu.Machine()
+	m.busy, m.total, m.at = append(m.busy, busy), append(m.total, total), append(m.at, time.Now())
+}
+
+// phases is nil unless all three readings were taken and counted ticks.
+func (m *machineReadings) phases() *machinePhases {
+	if len(m.total) != 3 || m.total[1] <= m.total[0] || m.total[2] <= m.total[1] {
+		return nil
+	}
+	share := func(i int) float64 {
+		return float64(m.busy[i+1]-m.busy[i]) / float64(m.total[i+1]-m.total[i])
+	}
+	return &machinePhases{
+		IngestSeconds: m.at[1].Sub(m.at[0]).Seconds(), IngestBusy: share(0),
+		TailSeconds: m.at[2].Sub(m.at[1]).Seconds(), TailBusy: share(1),
+	}
 }
 
 type dbCounters struct{ rows, walBytes float64 }

@@ -53,3 +53,42 @@ func ofStat(path string) time.Duration {
 	s, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(u+s) * time.Second / userHZ
 }
+
+// Machine is the time every CPU of the machine has spent so far (total)
+// and the part of it spent working (busy: all but idle and waiting on I/O),
+// from /proc/stat; zero when it cannot be read. Between two readings,
+// busy's share of total is how much of the machine a piece of work left
+// unused: a benchmark that stays short of the CPUs is waiting on
+// something, not computing.
+func Machine() (busy, total time.Duration) {
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(stat), "\n")
+	return machineOf(line)
+}
+
+// machineOf reads /proc/stat's first line: "cpu" and the ticks of user,
+// nice, system, idle, iowait, irq, softirq and steal, then guest and
+// guest_nice, which user and nice already count.
+func machineOf(line string) (busy, total time.Duration) {
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0
+	}
+	var ticks [8]int64
+	for i := range ticks {
+		n, err := strconv.ParseInt(f[1+i], 10, 64)
+		if err != nil {
+			return 0, 0
+		}
+		ticks[i] = n
+	}
+	var all int64
+	for _, n := range ticks {
+		all += n
+	}
+	idle := ticks[3] + ticks[4]
+	return time.Duration(all-idle) * time.Second / userHZ, time.Duration(all) * time.Second / userHZ
+}
