@@ -57,9 +57,9 @@ func ofStat(path string) time.Duration {
 // Machine is the time every CPU of the machine has spent so far (total)
 // and the part of it spent working (busy: all but idle and waiting on I/O),
 // from /proc/stat; zero when it cannot be read. Between two readings,
-// busy's share of total is how much of the machine a piece of work left
-// unused: a benchmark that stays short of the CPUs is waiting on
-// something, not computing.
+// busy's share of total is how much of the machine was at work; the rest
+// is what a piece of work left unused, waiting on something (a flush, a
+// timer, a lock) instead of computing.
 func Machine() (busy, total time.Duration) {
 	stat, err := os.ReadFile("/proc/stat")
 	if err != nil {
