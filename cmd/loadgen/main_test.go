@@ -378,9 +378,9 @@ func TestBudgetLineMachine(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	m := machineReadings{
-		busy:  []time.Duration{10 * time.Second, 20 * time.Second, 27 * time.Second},
-		total: []time.Duration{20 * time.Second, 32 * time.Second, 40 * time.Second},
-		at:    []time.Time{start, start.Add(6400 * time.Millisecond), start.Add(10400 * time.Millisecond)},
+		{10 * time.Second, 20 * time.Second, start},
+		{20 * time.Second, 32 * time.Second, start.Add(6400 * time.Millisecond)},
+		{27 * time.Second, 40 * time.Second, start.Add(10400 * time.Millisecond)},
 	}
 	phases := m.phases()
 	require.NotNil(t, phases)
@@ -388,10 +388,12 @@ func TestBudgetLineMachine(t *testing.T) {
 	require.Equal(t, "per event applied: 0.5 statements in 0.4 round trips, 9.5 rows written, 9500 bytes of WAL (the server's); "+
 		"the machine's CPUs 83 % busy while acknowledging (6.4 s), 88 % after it until the last was applied (4.0 s)", l.budgetLine())
 
+	unread := machineReadings{{0, 0, m[0].at}, {0, 0, m[1].at}, {0, 0, m[2].at}}
+	noTick := machineReadings{m[0], {m[1].busy, m[0].total, m[1].at}, m[2]}
 	for _, broken := range []machineReadings{
-		{busy: m.busy[:2], total: m.total[:2], at: m.at[:2]},                                                   // a reading missing
-		{busy: m.busy, total: []time.Duration{0, 0, 0}, at: m.at},                                              // /proc/stat unread
-		{busy: m.busy, total: []time.Duration{20 * time.Second, 20 * time.Second, 40 * time.Second}, at: m.at}, // no tick between two
+		m[:2],  // a reading missing
+		unread, // /proc/stat unread
+		noTick, // no tick between two
 	} {
 		require.Nil(t, broken.phases())
 	}

@@ -701,29 +701,32 @@ type machinePhases struct {
 	TailBusy      float64 `json:"tail_busy"`
 }
 
-// machineReadings are proccpu.Machine's readings at the start of a level,
-// when every event was acknowledged, and when every one was applied.
-type machineReadings struct {
-	busy, total []time.Duration
-	at          []time.Time
+// machineReading is one proccpu.Machine reading and when it was taken.
+type machineReading struct {
+	busy, total time.Duration
+	at          time.Time
 }
+
+// machineReadings are the readings at the start of a level, when every
+// event was acknowledged, and when every one was applied.
+type machineReadings []machineReading
 
 func (m *machineReadings) read() {
 	busy, total := proccpu.Machine()
-	m.busy, m.total, m.at = append(m.busy, busy), append(m.total, total), append(m.at, time.Now())
+	*m = append(*m, machineReading{busy, total, time.Now()})
 }
 
 // phases is nil unless all three readings were taken and counted ticks.
-func (m *machineReadings) phases() *machinePhases {
-	if len(m.total) != 3 || m.total[1] <= m.total[0] || m.total[2] <= m.total[1] {
+func (m machineReadings) phases() *machinePhases {
+	if len(m) != 3 || m[1].total <= m[0].total || m[2].total <= m[1].total {
 		return nil
 	}
 	share := func(i int) float64 {
-		return float64(m.busy[i+1]-m.busy[i]) / float64(m.total[i+1]-m.total[i])
+		return float64(m[i+1].busy-m[i].busy) / float64(m[i+1].total-m[i].total)
 	}
 	return &machinePhases{
-		IngestSeconds: m.at[1].Sub(m.at[0]).Seconds(), IngestBusy: share(0),
-		TailSeconds: m.at[2].Sub(m.at[1]).Seconds(), TailBusy: share(1),
+		IngestSeconds: m[1].at.Sub(m[0].at).Seconds(), IngestBusy: share(0),
+		TailSeconds: m[2].at.Sub(m[1].at).Seconds(), TailBusy: share(1),
 	}
 }
 
