@@ -22,6 +22,7 @@ import (
 
 	"github.com/paygate/paygate/delivery"
 	"github.com/paygate/paygate/delivery/natsjs"
+	"github.com/paygate/paygate/internal/reqlog"
 	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/ledger"
 )
@@ -160,10 +161,10 @@ func observeRequests(logger *slog.Logger, reg prometheus.Registerer) echo.Middle
 			if status >= 500 {
 				level = slog.LevelError
 			}
-			logger.Log(c.Request().Context(), level, "request",
-				"method", c.Request().Method, "route", c.Path(), "status", status,
-				"duration_ms", took.Milliseconds(),
-				"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
+			attrs := append([]slog.Attr{slog.String("method", c.Request().Method), slog.String("route", c.Path()),
+				slog.Int("status", status), slog.Int64("duration_ms", took.Milliseconds())}, reqlog.Attrs(c)...)
+			attrs = append(attrs, slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)))
+			logger.LogAttrs(c.Request().Context(), level, "request", attrs...)
 			return err
 		}
 	}

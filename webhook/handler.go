@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paygate/paygate/internal/reqlog"
 	"github.com/paygate/paygate/provider"
 )
 
@@ -134,13 +135,27 @@ func (h *Handler) handle(c echo.Context, r provider.Receiver) (result string, er
 	}
 	h.duration.Observe(time.Since(start).Seconds())
 	result = "duplicate"
-	for i, ev := range events {
-		if !duplicate[i] {
+	fresh := 0
+	for _, dup := range duplicate {
+		if !dup {
 			result = "received"
+			fresh++
 		}
-		h.config.Logger.InfoContext(ctx, "webhook received", "provider", ev.Provider,
-			"event_id", ev.ID, "type", ev.Type, "duplicate", duplicate[i],
-			"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
+	}
+	if len(events) == 1 {
+		// The request's own line names its event: one line a webhook.
+		reqlog.Add(c, slog.String("provider", events[0].Provider), slog.String("event_id", events[0].ID),
+			slog.String("type", events[0].Type), slog.Bool("duplicate", duplicate[0]))
+	} else if len(events) > 1 {
+		// A batch (Adyen's, up to a hundred items): the request's line
+		// counts them, and each event has a line of its own.
+		reqlog.Add(c, slog.String("provider", events[0].Provider), slog.Int("events", len(events)),
+			slog.Int("new", fresh))
+		for i, ev := range events {
+			h.config.Logger.InfoContext(ctx, "webhook received", "provider", ev.Provider,
+				"event_id", ev.ID, "type", ev.Type, "duplicate", duplicate[i],
+				"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
+		}
 	}
 	answer := r.Acknowledge(events, duplicate)
 	return result, c.Blob(answer.Status, answer.ContentType, answer.Body)
