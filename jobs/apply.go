@@ -25,6 +25,12 @@ import (
 // timeout: a batch takes milliseconds.
 const applyTimeout = 5 * time.Second
 
+// maxCreationRaces is how many times in a row a batch is applied again at
+// once because another transaction created one of its new payments first
+// (ledger.ErrPaymentCreatedMeanwhile). One is enough unless that keeps
+// happening; after these, the batch fails as any other would.
+const maxCreationRaces = 3
+
 // applier applies inbox events to the ledger and the payments, many in one
 // transaction: each step below is one statement (or one pipelined round
 // trip) for the whole batch, however many events it holds.
@@ -32,15 +38,17 @@ const applyTimeout = 5 * time.Second
 //  1. lock the events' inbox rows (sorted: concurrent batches never
 //     deadlock); skip the ones already done;
 //  2. map each payload to its effects, in Go;
-//  3. create and lock the payments concerned (sorted), and read their facts
-//     and the ledger transactions already posted under the events' refs;
+//  3. lock the payments concerned (sorted), and read their facts and the
+//     ledger transactions already posted under the events' refs; a payment
+//     not stored yet is folded from nothing and created in step 5, with its
+//     summary, so that it is written once;
 //  4. fold each event into its payment, one after the other in the order of
 //     the batch, exactly as if each were applied in a transaction of its
 //     own: an event that cannot be applied (another currency, a ref that
 //     holds a different movement, a transition adding facts cannot make)
 //     fails the batch, which is applied again without it;
-//  5. write everything: ledger transactions, facts, payments and their
-//     history, email intents and their jobs, inbox statuses.
+//  5. write everything: ledger transactions, payments and their history,
+//     facts, email intents and their jobs, inbox statuses, messages.
 //
 // The event left out, and every event of a batch whose transaction failed
 // for any other reason, is answered errBatchFailed; it is then applied
@@ -158,6 +166,7 @@ func (a *applier) applyUnique(ctx context.Context, rc *river.Client[pgx.Tx], key
 	for i := range live {
 		live[i] = i
 	}
+	raced := 0
 	for {
 		batch := make([]inbox.Key, len(live))
 		for i, k := range live {
@@ -169,6 +178,12 @@ func (a *applier) applyUnique(ctx context.Context, rc *river.Client[pgx.Tx], key
 				outcomes[k] = got[i]
 			}
 			return outcomes
+		}
+		if errors.Is(err, ledger.ErrPaymentCreatedMeanwhile) && raced < maxCreationRaces {
+			// Another instance created a payment of the batch after it
+			// was found new: the batch, applied again, finds it.
+			raced++
+			continue
 		}
 		var refused *refusedError
 		if len(batch) > 1 && errors.As(err, &refused) {
@@ -343,14 +358,16 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 	if _, err := ledger.PostManyTx(ctx, tx, writes.postings); err != nil {
 		return nil, err
 	}
-	if err := ledger.AddFactsManyTx(ctx, tx, writes.facts); err != nil {
-		return nil, err
-	}
+	// The payments before their facts: a new one is created here, with
+	// its summary.
 	var touched []ledger.Payment
 	for _, id := range sortedKeys(payments) {
 		touched = append(touched, payments[id].payment)
 	}
 	if err := ledger.SavePaymentsTx(ctx, tx, touched, writes.changes); err != nil {
+		return nil, err
+	}
+	if err := ledger.AddFactsManyTx(ctx, tx, writes.facts); err != nil {
 		return nil, err
 	}
 	// The refund requests these reports settle, after their payments'

@@ -17,6 +17,7 @@ import (
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/internal/testdb"
+	"github.com/paygate/paygate/ledger"
 	"github.com/paygate/paygate/statemachine"
 )
 
@@ -207,6 +208,46 @@ func TestBatchOutcomesPerEvent(t *testing.T) {
 	var processed int
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM inbox_events WHERE status = 'processed'`).Scan(&processed))
 	require.Equal(t, len(keys)-2, processed)
+}
+
+// TestBatchAppliedAgainWhenAPaymentIsCreatedMeanwhile: a batch creates its
+// new payments as it saves them; when another instance's transaction
+// creates one of them after the batch found it new, the batch waits for
+// that transaction, and once it commits applies the whole batch again at
+// once (finding the payment this time) instead of failing every event of
+// it.
+func TestBatchAppliedAgainWhenAPaymentIsCreatedMeanwhile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sim := stripesim.New(stripesim.Config{Seed: 17})
+	contested := sim.Pay(stripesim.PayOpts{Amount: 2500, Currency: "usd", Email: "c@example.test"})
+	sim.Pay(stripesim.PayOpts{Amount: 700, Currency: "eur"})
+	w := newApplyWorld(t)
+	keys := w.store(t, sim.Events())
+
+	rival, err := w.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer rival.Rollback(ctx) //nolint:errcheck
+	_, err = ledger.LockPaymentTx(ctx, rival, "stripe", contested.ID)
+	require.NoError(t, err)
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the batch has found the payment new by then
+		_ = rival.Commit(ctx)
+	}()
+
+	start := time.Now()
+	for i, err := range w.applier.apply(ctx, w.rc, keys) {
+		require.NoError(t, err, "event %s", keys[i].EventID)
+	}
+	require.Greater(t, time.Since(start), 250*time.Millisecond, "the batch waited for the rival's payment")
+	var processed int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM inbox_events WHERE status = 'processed'`).Scan(&processed))
+	require.Equal(t, len(keys), processed)
+	p, err := ledger.GetPayment(ctx, w.pool, contested.ID)
+	require.NoError(t, err)
+	require.Equal(t, statemachine.StateSucceeded, p.State)
+	require.Equal(t, "25", p.AmountCaptured.String())
+	require.Equal(t, "c@example.test", p.ReceiptEmail)
 }
 
 // TestBatchAnswersAnEventGivenTwiceAlike: two jobs of one event can land

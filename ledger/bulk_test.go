@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -329,6 +330,10 @@ func TestLockPaymentsWithFactsTx(t *testing.T) {
 	require.Equal(t, "stripe", ps["pi_a"].Provider, "an existing payment keeps its provider")
 	require.Equal(t, "adyen", ps["pi_new"].Provider)
 	require.Equal(t, statemachine.StateProcessing, ps["pi_new"].State)
+	require.False(t, ps["pi_new"].CreatedAt.IsZero())
+	var created int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM payments WHERE id = 'pi_new'`).Scan(&created))
+	require.Zero(t, created, "a new payment is not created by its lock")
 
 	require.ElementsMatch(t, []string{"pi_a", "pi_c"}, slices.Collect(maps.Keys(facts)), "a payment without facts has no entry")
 	// Stored in one transaction, so in key order.
@@ -347,14 +352,69 @@ func TestLockPaymentsWithFactsTx(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, tx.Commit(ctx))
-	got, err := ledger.GetPayment(ctx, pool, "pi_new")
-	require.NoError(t, err)
-	require.Equal(t, "adyen", got.Provider)
+	_, err = ledger.GetPayment(ctx, pool, "pi_new")
+	require.ErrorIs(t, err, ledger.ErrPaymentNotFound, "nor by the transaction's commit: only SavePaymentsTx creates it")
 
 	ps, facts, err = ledger.LockPaymentsWithFactsTx(ctx, closedTx(t, pool), "stripe", nil)
 	require.NoError(t, err, "nothing to lock touches nothing")
 	require.Empty(t, ps)
 	require.Empty(t, facts)
+}
+
+// TestSavePaymentsTxNewPaymentCreatedMeanwhile: a payment found new by
+// LockPaymentsWithFactsTx is created by SavePaymentsTx with its summary,
+// unless another transaction created it in between: then the save fails
+// with ErrPaymentCreatedMeanwhile (after that transaction commits; it waits
+// for it), and succeeds if that transaction rolled back.
+func TestSavePaymentsTxNewPaymentCreatedMeanwhile(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := t.Context()
+	capture := fact(statemachine.FactCaptured, "ch_race", "12.00", "evt_race")
+
+	for _, other := range []string{"commits", "rolls back"} {
+		t.Run("the other transaction "+other, func(t *testing.T) {
+			id := "pi_race_" + strings.ReplaceAll(other, " ", "_")
+			tx, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer tx.Rollback(ctx) //nolint:errcheck
+			ps, _, err := ledger.LockPaymentsWithFactsTx(ctx, tx, "stripe", []string{id})
+			require.NoError(t, err)
+			p := ps[id]
+			p.Summary = statemachine.Fold([]statemachine.Fact{capture})
+
+			rival, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer rival.Rollback(ctx) //nolint:errcheck
+			_, err = ledger.LockPaymentTx(ctx, rival, "stripe", id)
+			require.NoError(t, err)
+
+			saved := make(chan error, 1)
+			go func() { saved <- ledger.SavePaymentsTx(ctx, tx, []ledger.Payment{p}, nil) }()
+			select {
+			case err := <-saved:
+				t.Fatalf("the save did not wait for the rival's insert: %v", err)
+			case <-time.After(200 * time.Millisecond):
+			}
+			if other == "commits" {
+				require.NoError(t, rival.Commit(ctx))
+				require.ErrorIs(t, <-saved, ledger.ErrPaymentCreatedMeanwhile)
+				require.NoError(t, tx.Rollback(ctx))
+				got, err := ledger.GetPayment(ctx, pool, id)
+				require.NoError(t, err)
+				require.Equal(t, statemachine.StateProcessing, got.State, "the rival's payment, untouched")
+				return
+			}
+			require.NoError(t, rival.Rollback(ctx))
+			require.NoError(t, <-saved)
+			require.NoError(t, tx.Commit(ctx))
+			got, err := ledger.GetPayment(ctx, pool, id)
+			require.NoError(t, err)
+			require.Equal(t, statemachine.StateSucceeded, got.State)
+			require.Equal(t, "12", got.AmountCaptured.String())
+			require.Equal(t, "usd", got.Currency)
+		})
+	}
 }
 
 // TestAddFactsManyAndSavePaymentsTx: facts of several payments in one
@@ -373,19 +433,20 @@ func TestAddFactsManyAndSavePaymentsTx(t *testing.T) {
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		ps, _, err := ledger.LockPaymentsWithFactsTx(ctx, tx, "stripe", []string{"pi_1", "pi_2"})
 		require.NoError(t, err)
-		require.NoError(t, ledger.AddFactsManyTx(ctx, tx, []ledger.PaymentFact{
+		p1, p2 := ps["pi_1"], ps["pi_2"]
+		p1.Summary = statemachine.Fold([]statemachine.Fact{capture1, refund1})
+		p2.Summary = statemachine.Fold([]statemachine.Fact{capture2})
+		// New payments: created by the save, before their facts.
+		require.NoError(t, ledger.SavePaymentsTx(ctx, tx, []ledger.Payment{p1, p2}, []ledger.StateChange{
+			{PaymentID: "pi_1", To: statemachine.StateSucceeded, EventID: "evt_1"},
+			{PaymentID: "pi_2", To: statemachine.StateSucceeded, EventID: "evt_2"},
+			{PaymentID: "pi_1", From: statemachine.StateSucceeded, To: statemachine.StatePartiallyRefunded, EventID: "evt_1"},
+		}))
+		return ledger.AddFactsManyTx(ctx, tx, []ledger.PaymentFact{
 			{PaymentID: "pi_1", Fact: capture1},
 			{PaymentID: "pi_2", Fact: capture2},
 			{PaymentID: "pi_1", Fact: refund1},
 			{PaymentID: "pi_1", Fact: capture1}, // given twice
-		}))
-		p1, p2 := ps["pi_1"], ps["pi_2"]
-		p1.Summary = statemachine.Fold([]statemachine.Fact{capture1, refund1})
-		p2.Summary = statemachine.Fold([]statemachine.Fact{capture2})
-		return ledger.SavePaymentsTx(ctx, tx, []ledger.Payment{p1, p2}, []ledger.StateChange{
-			{PaymentID: "pi_1", To: statemachine.StateSucceeded, EventID: "evt_1"},
-			{PaymentID: "pi_2", To: statemachine.StateSucceeded, EventID: "evt_2"},
-			{PaymentID: "pi_1", From: statemachine.StateSucceeded, To: statemachine.StatePartiallyRefunded, EventID: "evt_1"},
 		})
 	})
 	require.NoError(t, err)
@@ -519,10 +580,16 @@ func TestSavePaymentsTxReceiptEmailBatch(t *testing.T) {
 			return ledger.SavePaymentsTx(ctx, tx, ps, nil)
 		}))
 	}
-	var ps map[string]ledger.Payment
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
-		ps, _, err = ledger.LockPaymentsWithFactsTx(ctx, tx, "stripe", ids)
-		return err
+	ps := map[string]ledger.Payment{}
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		for _, id := range ids { // created empty
+			p, err := ledger.LockPaymentTx(ctx, tx, "stripe", id)
+			if err != nil {
+				return err
+			}
+			ps[id] = p
+		}
+		return nil
 	}))
 	with := func(id, address string, known bool) ledger.Payment {
 		p := ps[id]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,7 +29,18 @@ type Payment struct {
 	// changes (outbox); kept on the payment, under its lock, so it is never
 	// counted twice and outlives the messages' retention.
 	MessageSequence int64
+
+	// unsaved marks a payment LockPaymentsWithFactsTx found no row for:
+	// SavePaymentsTx inserts it, with its summary, instead of updating it.
+	unsaved bool
 }
+
+// ErrPaymentCreatedMeanwhile is SavePaymentsTx's answer when a payment it
+// was to create was created by another transaction after
+// LockPaymentsWithFactsTx found none: the summary was folded without that
+// payment's stored facts, so nothing of tx may stand. Applying the events
+// again, in a new transaction, finds the payment and locks it.
+var ErrPaymentCreatedMeanwhile = errors.New("payment created by another transaction meanwhile")
 
 // HistoryEntry is one change of a payment's state.
 type HistoryEntry struct {
@@ -68,48 +80,67 @@ func scanPayment(row pgx.Row) (Payment, error) {
 // until tx ends. Every change to a payment happens under this lock, so two
 // events of one payment are applied one after the other.
 func LockPaymentTx(ctx context.Context, tx pgx.Tx, provider, id string) (Payment, error) {
-	ps, _, err := lockPaymentsTx(ctx, tx, provider, []string{id}, false)
+	ps, _, err := lockPaymentsTx(ctx, tx, provider, []string{id}, lockCreating)
 	return ps[id], err
 }
 
 // LockPaymentWithFactsTx is LockPaymentTx that also returns the payment's
 // stored facts, read under the lock, in one round trip to the database.
 func LockPaymentWithFactsTx(ctx context.Context, tx pgx.Tx, provider, id string) (Payment, []statemachine.Fact, error) {
-	ps, facts, err := lockPaymentsTx(ctx, tx, provider, []string{id}, true)
+	ps, facts, err := lockPaymentsTx(ctx, tx, provider, []string{id}, lockCreating|lockWithFacts)
 	return ps[id], facts[id], err
 }
 
 // LockPaymentsWithFactsTx is LockPaymentWithFactsTx for many payments, in
 // one round trip whatever len(ids): every id has its payment in the first
-// map (new ones created empty with provider), all locked until tx ends, and
-// its stored facts, if any, in the second. An id may be given more than
-// once.
+// map, locked until tx ends, and its stored facts, if any, in the second. An
+// id may be given more than once.
 //
-// The payments are created and locked in id order, so two transactions
-// locking overlapping sets wait for each other instead of deadlocking.
+// A payment that does not exist yet is not created here: it is in the map
+// empty, with provider and the state of a payment without facts, and
+// SavePaymentsTx inserts it with its folded summary (so a new payment is
+// written once, not created empty and then updated). Until then no row
+// holds it; should another transaction create it first, SavePaymentsTx
+// fails with ErrPaymentCreatedMeanwhile.
+//
+// The payments are locked in id order, so two transactions locking
+// overlapping sets wait for each other instead of deadlocking.
 func LockPaymentsWithFactsTx(ctx context.Context, tx pgx.Tx, provider string, ids []string) (map[string]Payment, map[string][]statemachine.Fact, error) {
-	return lockPaymentsTx(ctx, tx, provider, ids, true)
+	return lockPaymentsTx(ctx, tx, provider, ids, lockWithFacts)
 }
+
+// lockOpts are what lockPaymentsTx does besides locking.
+type lockOpts int
+
+const (
+	lockCreating  lockOpts = 1 << iota // creates the payments it does not find, empty
+	lockWithFacts                      // reads their facts too
+)
 
 // lockPaymentsTx pipelines its statements: they run one after the other as
 // if sent one by one (the locks are held before the facts are read), in one
-// round trip.
-func lockPaymentsTx(ctx context.Context, tx pgx.Tx, provider string, ids []string, withFacts bool) (map[string]Payment, map[string][]statemachine.Fact, error) {
+// round trip. A payment it neither finds nor creates is returned unsaved.
+func lockPaymentsTx(ctx context.Context, tx pgx.Tx, provider string, ids []string, opts lockOpts) (map[string]Payment, map[string][]statemachine.Fact, error) {
 	if len(ids) == 0 {
 		return map[string]Payment{}, map[string][]statemachine.Fact{}, nil
 	}
 	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	create, withFacts := opts&lockCreating != 0, opts&lockWithFacts != 0
 	batch := &pgx.Batch{}
-	batch.Queue(`INSERT INTO payments (id, provider) SELECT id, $2 FROM unnest($1::text[]) AS u(id) ORDER BY id
-		ON CONFLICT (id) DO NOTHING`, ids, provider)
+	if create {
+		batch.Queue(`INSERT INTO payments (id, provider) SELECT id, $2 FROM unnest($1::text[]) AS u(id) ORDER BY id
+			ON CONFLICT (id) DO NOTHING`, ids, provider)
+	}
 	batch.Queue(`SELECT `+paymentColumns+` FROM payments WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
 	if withFacts {
 		batch.Queue(selectFacts, ids)
 	}
 	results := tx.SendBatch(ctx, batch)
 	defer results.Close()
-	if _, err := results.Exec(); err != nil {
-		return nil, nil, fmt.Errorf("create payment %s: %w", andMore(ids), err)
+	if create {
+		if _, err := results.Exec(); err != nil {
+			return nil, nil, fmt.Errorf("create payment %s: %w", andMore(ids), err)
+		}
 	}
 	rows, err := results.Query()
 	if err != nil {
@@ -127,10 +158,17 @@ func lockPaymentsTx(ctx context.Context, tx pgx.Tx, provider string, ids []strin
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("lock payment %s: %w", andMore(ids), err)
 	}
+	now := time.Now()
 	for _, id := range ids {
-		if _, ok := ps[id]; !ok {
+		if _, ok := ps[id]; ok {
+			continue
+		}
+		if create {
 			return nil, nil, fmt.Errorf("lock payment %s: %w", id, ErrPaymentNotFound)
 		}
+		// What the row would hold if it were created empty now.
+		ps[id] = Payment{ID: id, Provider: provider, Summary: statemachine.Summary{State: statemachine.StateProcessing},
+			CreatedAt: now, UpdatedAt: now, unsaved: true}
 	}
 	var facts map[string][]statemachine.Fact
 	if withFacts {
@@ -307,14 +345,20 @@ func SavePaymentTx(ctx context.Context, tx pgx.Tx, p Payment, previous statemach
 }
 
 // SavePaymentsTx is SavePaymentTx for many payments, in one round trip
-// whatever their number: it writes the new summary of every payment of ps
-// with one statement, and one history row per change, in the order of
-// changes (history reads back in that order), with another. The payments
-// must exist and be locked already (LockPaymentsWithFactsTx): the update
-// takes their row locks in no set order, which only the earlier lock keeps
-// from deadlocking. Each must be in ps once: given twice it fails before
-// touching the database, since which of the two summaries should win is not
-// this function's to guess.
+// whatever their number: it inserts the payments LockPaymentsWithFactsTx
+// found no row for, with their summaries, with one statement, writes the
+// new summary of every other payment of ps with another, and one history
+// row per change, in the order of changes (history reads back in that
+// order), with a third. The payments must be locked already
+// (LockPaymentsWithFactsTx): the update takes their row locks in no set
+// order, which only the earlier lock keeps from deadlocking. Since a new
+// payment has no row until then, its facts and history can only be written
+// after it (they refer to it). Each must be in ps once: given twice it fails
+// before touching the database, since which of the two summaries should win
+// is not this function's to guess.
+//
+// It fails with ErrPaymentCreatedMeanwhile when another transaction created
+// one of the new payments after it was locked.
 //
 // Each payment's MessageSequence is stored as given, and its updated_at is
 // its UpdatedAt, or the transaction's time when that is zero: a payment
@@ -335,11 +379,31 @@ func SavePaymentsTx(ctx context.Context, tx pgx.Tx, ps []Payment, changes []Stat
 		updated  = make([]*time.Time, n)
 		seen     = make(map[string]bool, n)
 	)
-	for i, p := range ps {
+	for _, p := range ps {
 		if seen[p.ID] {
 			return fmt.Errorf("save payment %s: given twice", p.ID)
 		}
 		seen[p.ID] = true
+	}
+	// The new ones first, in id order: inserting takes their unique keys,
+	// which another transaction creating the same payment waits for.
+	ps = slices.Clone(ps)
+	slices.SortStableFunc(ps, func(a, b Payment) int {
+		switch {
+		case a.unsaved && !b.unsaved:
+			return -1
+		case b.unsaved && !a.unsaved:
+			return 1
+		case a.unsaved:
+			return strings.Compare(a.ID, b.ID)
+		}
+		return 0
+	})
+	fresh := 0 // ps[:fresh] are new
+	for fresh < n && ps[fresh].unsaved {
+		fresh++
+	}
+	for i, p := range ps {
 		ids[i], states[i], currency[i], emails[i], known[i] = p.ID, string(p.State), p.Currency, p.ReceiptEmail, p.ReceiptEmailKnown
 		amounts[0][i], amounts[1][i] = p.Amount.String(), p.AmountCaptured.String()
 		amounts[2][i], amounts[3][i] = p.AmountRefunded.String(), p.AmountDisputed.String()
@@ -358,9 +422,30 @@ func SavePaymentsTx(ctx context.Context, tx pgx.Tx, ps []Payment, changes []Stat
 		changed[i], from[i], to[i], events[i] = c.PaymentID, string(c.From), string(c.To), c.EventID
 	}
 
-	// One round trip: the history rows are pipelined behind the update.
+	// One round trip: the update and the history rows are pipelined behind
+	// the insert.
 	batch := &pgx.Batch{}
-	if len(ps) > 0 {
+	if fresh > 0 {
+		providers, created := make([]string, fresh), make([]time.Time, fresh)
+		for i, p := range ps[:fresh] {
+			providers[i], created[i] = p.Provider, p.CreatedAt
+		}
+		batch.Queue(`
+			INSERT INTO payments (id, provider, status, currency, amount, amount_captured, amount_refunded, amount_disputed,
+				receipt_email, created_at, updated_at, message_sequence)
+			SELECT u.id, u.provider, u.status, u.currency, u.amount::numeric, u.captured::numeric, u.refunded::numeric,
+				u.disputed::numeric, CASE WHEN u.email_known THEN u.email END, u.created_at, coalesce(u.updated_at, now()),
+				u.message_sequence
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+				$9::text[], $10::boolean[], $11::bigint[], $12::timestamptz[], $13::timestamptz[])
+				AS u(id, provider, status, currency, amount, captured, refunded, disputed, email, email_known,
+					message_sequence, created_at, updated_at)
+			ORDER BY u.id
+			ON CONFLICT (id) DO NOTHING`,
+			ids[:fresh], providers, states[:fresh], currency[:fresh], amounts[0][:fresh], amounts[1][:fresh],
+			amounts[2][:fresh], amounts[3][:fresh], emails[:fresh], known[:fresh], seqs[:fresh], created, updated[:fresh])
+	}
+	if len(ps) > fresh {
 		batch.Queue(`
 			UPDATE payments AS p SET status = u.status, currency = u.currency, amount = u.amount::numeric,
 				amount_captured = u.captured::numeric, amount_refunded = u.refunded::numeric,
@@ -371,7 +456,8 @@ func SavePaymentsTx(ctx context.Context, tx pgx.Tx, ps []Payment, changes []Stat
 				$10::bigint[], $11::timestamptz[])
 				AS u(id, status, currency, amount, captured, refunded, disputed, email, email_known, message_sequence, updated_at)
 			WHERE p.id = u.id`,
-			ids, states, currency, amounts[0], amounts[1], amounts[2], amounts[3], emails, known, seqs, updated)
+			ids[fresh:], states[fresh:], currency[fresh:], amounts[0][fresh:], amounts[1][fresh:], amounts[2][fresh:],
+			amounts[3][fresh:], emails[fresh:], known[fresh:], seqs[fresh:], updated[fresh:])
 	}
 	if len(changes) > 0 {
 		// In the order of changes, so history ids, which History reads by,
@@ -385,9 +471,18 @@ func SavePaymentsTx(ctx context.Context, tx pgx.Tx, ps []Payment, changes []Stat
 	}
 	results := tx.SendBatch(ctx, batch)
 	defer results.Close()
-	if len(ps) > 0 {
+	if fresh > 0 {
+		tag, err := results.Exec()
+		if err != nil {
+			return fmt.Errorf("create payment %s: %w", andMore(ids[:fresh]), err)
+		}
+		if tag.RowsAffected() != int64(fresh) {
+			return fmt.Errorf("create payment %s: %w", andMore(ids[:fresh]), ErrPaymentCreatedMeanwhile)
+		}
+	}
+	if len(ps) > fresh {
 		if _, err := results.Exec(); err != nil {
-			return fmt.Errorf("save payment %s: %w", andMore(ids), err)
+			return fmt.Errorf("save payment %s: %w", andMore(ids[fresh:]), err)
 		}
 	}
 	if len(changes) > 0 {
