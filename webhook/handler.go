@@ -142,13 +142,15 @@ func (h *Handler) handle(c echo.Context, r provider.Receiver) (result string, er
 			fresh++
 		}
 	}
-	if len(events) == 1 {
+	switch {
+	case len(events) == 1:
 		// The request's own line names its event: one line a webhook.
 		reqlog.Add(c, slog.String("provider", events[0].Provider), slog.String("event_id", events[0].ID),
 			slog.String("type", events[0].Type), slog.Bool("duplicate", duplicate[0]))
-	} else if len(events) > 1 {
-		// A batch (Adyen's, up to a hundred items): the request's line
-		// counts them, and each event has a line of its own.
+	case len(events) > 1:
+		// A batch (an Adyen notification of several items): the
+		// request's line counts them, and each event has a line of its
+		// own.
 		reqlog.Add(c, slog.String("provider", events[0].Provider), slog.Int("events", len(events)),
 			slog.Int("new", fresh))
 		for i, ev := range events {
