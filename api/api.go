@@ -161,8 +161,11 @@ func observeRequests(logger *slog.Logger, reg prometheus.Registerer) echo.Middle
 			if status >= 500 {
 				level = slog.LevelError
 			}
-			attrs := append([]slog.Attr{slog.String("method", c.Request().Method), slog.String("route", c.Path()),
-				slog.Int("status", status), slog.Int64("duration_ms", took.Milliseconds())}, reqlog.Attrs(c)...)
+			added := reqlog.Attrs(c)
+			attrs := make([]slog.Attr, 0, 5+len(added)) // one allocation a request
+			attrs = append(attrs, slog.String("method", c.Request().Method), slog.String("route", c.Path()),
+				slog.Int("status", status), slog.Int64("duration_ms", took.Milliseconds()))
+			attrs = append(attrs, added...)
 			attrs = append(attrs, slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)))
 			logger.LogAttrs(c.Request().Context(), level, "request", attrs...)
 			return err
