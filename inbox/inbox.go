@@ -136,12 +136,10 @@ func LockManyTx(ctx context.Context, tx pgx.Tx, keys []Key) (map[Key]Event, erro
 		return out, nil
 	}
 	providers, ids := columnsOf(keys)
-	rows, err := tx.Query(ctx, `SELECT `+columns+` FROM (
-		SELECT e.* FROM inbox_event_keys k
-		JOIN inbox_events e ON (e.provider, e.event_id, e.received_at) = (k.provider, k.event_id, k.received_at)
-		WHERE (k.provider, k.event_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
-		ORDER BY e.provider, e.event_id
-		FOR UPDATE OF e) e`, providers, ids)
+	rows, err := tx.Query(ctx, withKeys+`
+		SELECT `+columns+` FROM (SELECT e.* FROM k CROSS JOIN LATERAL (
+			SELECT * FROM inbox_events e WHERE (e.provider, e.event_id, e.received_at) = (k.provider, k.event_id, k.received_at)
+			FOR UPDATE) e) e`, providers, ids)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", eventsNoun(keys), err)
 	}
@@ -154,6 +152,20 @@ func LockManyTx(ctx context.Context, tx pgx.Tx, keys []Key) (map[Key]Event, erro
 	}
 	return out, nil
 }
+
+// withKeys names k the keys of the events given as $1 (providers) and $2
+// (event ids), with their received_at, in (provider, event_id) order. A
+// statement then reads each event by its whole primary key, in a LATERAL
+// subquery that PostgreSQL keeps apart (FOR UPDATE, or OFFSET 0): one probe
+// of the one partition the key's received_at names, the keys' order being
+// the order of the probes, and of the locks they take. Joined as tables,
+// the planner may probe every partition for every key (each month's, the
+// months ahead, the DEFAULT one), or read the partitions whole while they
+// are small, and keep that plan as they grow.
+const withKeys = `WITH k AS MATERIALIZED (
+		SELECT provider, event_id, received_at FROM inbox_event_keys
+		WHERE (provider, event_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+		ORDER BY provider, event_id)`
 
 // eventsNoun names the events of a bulk call in its errors: the event
 // itself when there is one, as the single versions always have.

@@ -21,9 +21,10 @@ func KeyStatuses(ctx context.Context, q Querier, keys []Key) (map[Key]Status, er
 		return out, nil
 	}
 	providers, ids := columnsOf(keys)
-	rows, err := q.Query(ctx, `SELECT e.provider, e.event_id, e.status FROM inbox_event_keys k
-		JOIN inbox_events e ON (e.provider, e.event_id, e.received_at) = (k.provider, k.event_id, k.received_at)
-		WHERE (k.provider, k.event_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, providers, ids)
+	rows, err := q.Query(ctx, withKeys+`
+		SELECT k.provider, k.event_id, e.status FROM k CROSS JOIN LATERAL (
+			SELECT status FROM inbox_events e WHERE (e.provider, e.event_id, e.received_at) = (k.provider, k.event_id, k.received_at)
+			OFFSET 0) e`, providers, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read status of %s: %w", eventsNoun(keys), err)
 	}
