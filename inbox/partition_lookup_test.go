@@ -50,13 +50,10 @@ func TestLookupsByKeyReadOnePartition(t *testing.T) {
 	now := time.Now().UTC()
 	require.NoError(t, testdb.Backdate(ctx, pool, "evt_00_000", time.Date(now.Year(), now.Month()+1, 2, 0, 0, 0, 0, time.UTC)))
 
-	keys := make([]inbox.Key, 130)
+	ids, keys := make([]string, 130), make([]inbox.Key, 130)
 	for i := range keys {
-		keys[i] = key(fmt.Sprintf("evt_00_%03d", i))
-	}
-	ids := make([]string, len(keys))
-	for i, k := range keys {
-		ids[i] = k.EventID
+		ids[i] = fmt.Sprintf("evt_00_%03d", i)
+		keys[i] = key(ids[i])
 	}
 	held := map[string]int64{}
 	rows, err := pool.Query(ctx, `SELECT tableoid::regclass::text, count(*) FROM inbox_events
