@@ -219,3 +219,33 @@ func TestSetStatusManyTxLocated(t *testing.T) {
 	require.ErrorIs(t, err, inbox.ErrNotFound)
 	require.ErrorContains(t, err, "stripe/evt_c")
 }
+
+// TestLockManyTxLocksInKeyOrder: LockManyTx takes its locks in (provider,
+// event_id) order whatever the order it is given, so two appliers locking
+// overlapping batches wait for each other instead of deadlocking. A
+// transaction holds evt_b; another asks for evt_b and evt_a, in that
+// order: it must hold evt_a while it waits for evt_b.
+func TestLockManyTxLocksInKeyOrder(t *testing.T) {
+	t.Parallel()
+	pool := stored(t, "evt_a", "evt_b")
+	ctx := context.Background()
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx) //nolint:errcheck
+	_, err = inbox.LockManyTx(ctx, holder, []inbox.Key{key("evt_b")})
+	require.NoError(t, err)
+
+	waiter, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer waiter.Rollback(ctx) //nolint:errcheck
+	done := make(chan error, 1)
+	go func() {
+		_, err := inbox.LockManyTx(ctx, waiter, []inbox.Key{key("evt_b"), key("evt_a")})
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return lockNowait(t, pool, "evt_a") },
+		5*time.Second, 20*time.Millisecond, "the waiter locked evt_a before waiting for evt_b")
+
+	require.NoError(t, holder.Rollback(ctx))
+	require.NoError(t, <-done)
+}
