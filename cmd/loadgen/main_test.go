@@ -372,30 +372,43 @@ func TestReportEndpointPairs(t *testing.T) {
 }
 
 // TestBudgetLineMachine: the budget line says how busy the machine's CPUs
-// were in each phase of the level, from three readings of /proc/stat; a
-// missing or empty reading says nothing rather than a wrong share.
+// were in each phase of the level, from three readings of /proc/stat, and,
+// when the processes' CPU was read with them, what acknowledging and
+// applying each cost; a missing or empty reading says nothing rather than
+// a wrong share.
 func TestBudgetLineMachine(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	m := machineReadings{
-		{10 * time.Second, 20 * time.Second, start},
-		{20 * time.Second, 32 * time.Second, start.Add(6400 * time.Millisecond)},
-		{27 * time.Second, 40 * time.Second, start.Add(10400 * time.Millisecond)},
+		{busy: 10 * time.Second, total: 20 * time.Second, at: start},
+		{busy: 20 * time.Second, total: 32 * time.Second, at: start.Add(6400 * time.Millisecond)},
+		{busy: 27 * time.Second, total: 40 * time.Second, at: start.Add(10400 * time.Millisecond)},
 	}
-	phases := m.phases()
+	phases := m.phases(0)
 	require.NotNil(t, phases)
 	l := level{Stored: 20000, Budget: &budget{Statements: 10000, RoundTrips: 8000, Rows: 190000, WALBytes: 190e6, Machine: phases}}
 	require.Equal(t, "per event applied: 0.5 statements in 0.4 round trips, 9.5 rows written, 9500 bytes of WAL (the server's); "+
 		"the machine's CPUs 83 % busy while acknowledging (6.4 s), 88 % after it until the last was applied (4.0 s)", l.budgetLine())
 
-	unread := machineReadings{{0, 0, m[0].at}, {0, 0, m[1].at}, {0, 0, m[2].at}}
-	noTick := machineReadings{m[0], {m[1].busy, m[0].total, m[1].at}, m[2]}
+	// With paygate's and PostgreSQL's CPU read at each reading: each
+	// phase's, per event acknowledged and per event applied after.
+	m[0].cpu = cpuCounters{Paygate: 100, Postgres: 200}
+	m[1].cpu = cpuCounters{Paygate: 103.6, Postgres: 204}   // 3.6 s and 4 s while acknowledging 20,000
+	m[2].cpu = cpuCounters{Paygate: 105.6, Postgres: 209.6} // 2 s and 5.6 s applying the 16,000 left
+	l.Budget.Machine = m.phases(4000)
+	require.Equal(t, "per event applied: 0.5 statements in 0.4 round trips, 9.5 rows written, 9500 bytes of WAL (the server's); "+
+		"the machine's CPUs 83 % busy while acknowledging (6.4 s), 88 % after it until the last was applied (4.0 s); "+
+		"while acknowledging, 180 µs in paygate and 200 µs in PostgreSQL an event acknowledged (4000 applied meanwhile), "+
+		"after it 125 µs and 350 µs an event applied", l.budgetLine())
+
+	unread := machineReadings{{at: m[0].at}, {at: m[1].at}, {at: m[2].at}}
+	noTick := machineReadings{m[0], {busy: m[1].busy, total: m[0].total, cpu: m[1].cpu, at: m[1].at}, m[2]}
 	for _, broken := range []machineReadings{
 		m[:2],  // a reading missing
 		unread, // /proc/stat unread
 		noTick, // no tick between two
 	} {
-		require.Nil(t, broken.phases())
+		require.Nil(t, broken.phases(0))
 	}
 }
 

@@ -576,6 +576,24 @@ func (lv *level) budgetLine() string {
 	if m := b.Machine; m != nil {
 		line += fmt.Sprintf("; the machine's CPUs %.0f %% busy while acknowledging (%.1f s), %.0f %% after it until the last was applied (%.1f s)",
 			100*m.IngestBusy, m.IngestSeconds, 100*m.TailBusy, m.TailSeconds)
+		line += m.cpuSplit(n)
+	}
+	return line
+}
+
+// cpuSplit is paygate's and PostgreSQL's CPU in each phase of a level that
+// applied n events: while acknowledging, per event acknowledged (applying's
+// share of that phase included, with how much was applied); after it, per
+// event applied then. "" when the phases' CPU was not read.
+func (m *machinePhases) cpuSplit(n float64) string {
+	in, tail := m.IngestCPU, m.TailCPU
+	if in.Paygate+in.Postgres <= 0 || tail.Paygate+tail.Postgres <= 0 {
+		return ""
+	}
+	line := fmt.Sprintf("; while acknowledging, %.0f µs in paygate and %.0f µs in PostgreSQL an event acknowledged (%.0f applied meanwhile)",
+		in.Paygate*1e6/n, in.Postgres*1e6/n, m.AppliedAcknowledging)
+	if rest := n - m.AppliedAcknowledging; rest > 0 {
+		line += fmt.Sprintf(", after it %.0f µs and %.0f µs an event applied", tail.Paygate*1e6/rest, tail.Postgres*1e6/rest)
 	}
 	return line
 }

@@ -237,7 +237,7 @@ func run(ctx context.Context, o runOptions) (series, error) {
 				return lv, err
 			}
 			cpuBefore = readCPU(pids, o.receiverPID)
-			machine.read() // the start
+			machine.read(cpuBefore) // the start
 			if viewed {
 				if err := resetStatements(ctx, db); err != nil {
 					return lv, err
@@ -264,9 +264,10 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		}
 		lv.Wrk = r
 		if measure {
-			machine.read() // every event acknowledged
+			machine.read(readCPU(pids, o.receiverPID)) // every event acknowledged
 		}
 		ingested := scrapeAll(bases)
+		appliedAcknowledging := ingested.stats("paygate_apply_batch").Events - before.stats("paygate_apply_batch").Events
 		if db != nil {
 			start := time.UnixMicro(r.FirstSend)
 			if r.FirstSend == 0 {
@@ -296,7 +297,7 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		if measure {
 			// Before the wait below, in which paygate and the server idle.
 			cpuAfter = readCPU(pids, o.receiverPID)
-			machine.read() // every event applied (and delivered)
+			machine.read(cpuAfter) // every event applied (and delivered)
 			// A backend reports its statistics at most once a second, and
 			// an idle one within 10 s (PGSTAT_IDLE_INTERVAL).
 			time.Sleep(11 * time.Second)
@@ -311,7 +312,7 @@ func run(ctx context.Context, o runOptions) (series, error) {
 				Rows:       dbAfter.rows - dbBefore.rows,
 				WALBytes:   dbAfter.walBytes - dbBefore.walBytes,
 				CPU:        cpuAfter.minus(cpuBefore),
-				Machine:    machine.phases(),
+				Machine:    machine.phases(appliedAcknowledging),
 			}
 			if viewed {
 				if lv.Budget.Database, err = readStatements(ctx, db); err != nil {
@@ -693,17 +694,26 @@ func (c cpuCounters) minus(o cpuCounters) cpuCounters {
 // and other tenants' too) at work while a level's events were being
 // acknowledged, and afterwards until the last was applied: what is idle in
 // a phase is time every party spent waiting (on a commit's flush, a timer,
-// a lock), not computing.
+// a lock), not computing. With it, paygate's and PostgreSQL's CPU in each
+// phase, and how many events went through applying while acknowledging
+// (the events of paygate's apply batches, a deferred one each time it was
+// in one), so that acknowledging's cost and applying's can be told apart.
 type machinePhases struct {
-	IngestSeconds float64 `json:"ingest_seconds"`
-	IngestBusy    float64 `json:"ingest_busy"` // 0 to 1
-	TailSeconds   float64 `json:"tail_seconds"`
-	TailBusy      float64 `json:"tail_busy"`
+	IngestSeconds float64     `json:"ingest_seconds"`
+	IngestBusy    float64     `json:"ingest_busy"` // 0 to 1
+	IngestCPU     cpuCounters `json:"ingest_cpu_seconds"`
+	TailSeconds   float64     `json:"tail_seconds"`
+	TailBusy      float64     `json:"tail_busy"`
+	TailCPU       cpuCounters `json:"tail_cpu_seconds"`
+	// AppliedAcknowledging is the events applied while acknowledging.
+	AppliedAcknowledging float64 `json:"applied_while_acknowledging"`
 }
 
-// machineReading is one proccpu.Machine reading and when it was taken.
+// machineReading is one proccpu.Machine reading, the processes' CPU read
+// with it, and when it was taken.
 type machineReading struct {
 	busy, total time.Duration
+	cpu         cpuCounters
 	at          time.Time
 }
 
@@ -711,13 +721,14 @@ type machineReading struct {
 // event was acknowledged, and when every one was applied.
 type machineReadings []machineReading
 
-func (m *machineReadings) read() {
+func (m *machineReadings) read(cpu cpuCounters) {
 	busy, total := proccpu.Machine()
-	*m = append(*m, machineReading{busy, total, time.Now()})
+	*m = append(*m, machineReading{busy, total, cpu, time.Now()})
 }
 
-// phases is nil unless all three readings were taken and counted ticks.
-func (m machineReadings) phases() *machinePhases {
+// phases is nil unless all three readings were taken and counted ticks;
+// applied is the events applied by the second.
+func (m machineReadings) phases(applied float64) *machinePhases {
 	if len(m) != 3 || m[1].total <= m[0].total || m[2].total <= m[1].total {
 		return nil
 	}
@@ -725,8 +736,9 @@ func (m machineReadings) phases() *machinePhases {
 		return float64(m[i+1].busy-m[i].busy) / float64(m[i+1].total-m[i].total)
 	}
 	return &machinePhases{
-		IngestSeconds: m[1].at.Sub(m[0].at).Seconds(), IngestBusy: share(0),
-		TailSeconds: m[2].at.Sub(m[1].at).Seconds(), TailBusy: share(1),
+		IngestSeconds: m[1].at.Sub(m[0].at).Seconds(), IngestBusy: share(0), IngestCPU: m[1].cpu.minus(m[0].cpu),
+		TailSeconds: m[2].at.Sub(m[1].at).Seconds(), TailBusy: share(1), TailCPU: m[2].cpu.minus(m[1].cpu),
+		AppliedAcknowledging: applied,
 	}
 }
 
