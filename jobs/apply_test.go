@@ -380,12 +380,7 @@ func BenchmarkApply(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
 			ctx := context.Background()
 			w := newApplyWorld(b)
-			sim := stripesim.New(stripesim.Config{Seed: 5})
-			// Two events a payment.
-			for i := 0; 2*i < benchWarmUp+b.N; i++ {
-				sim.Pay(stripesim.PayOpts{Amount: 1000 + int64(2*i), Currency: "usd", Email: "bench@example.test"})
-			}
-			keys := w.store(b, sim.Events()[:benchWarmUp+b.N])
+			keys := w.store(b, stripesim.PaymentPairs(benchWarmUp+b.N))
 			// Warmed up and analyzed as make bench does: the plans the
 			// ledger's checks cache are made on the statistics of the
 			// moment, and those of empty tables are scans that grow with

@@ -227,17 +227,15 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		}
 		before := scrapeAll(bases)
 		var (
-			dbBefore            dbCounters
-			cpuBefore, cpuAfter cpuCounters
-			machine             machineReadings
+			dbBefore dbCounters
+			machine  machineReadings
 		)
 		measure := o.budget && db != nil && name != "warmup" && name != "paced"
 		if measure {
 			if dbBefore, err = readDBCounters(ctx, db); err != nil {
 				return lv, err
 			}
-			cpuBefore = readCPU(pids, o.receiverPID)
-			machine.read(cpuBefore) // the start
+			machine.read(readCPU(pids, o.receiverPID)) // the start
 			if viewed {
 				if err := resetStatements(ctx, db); err != nil {
 					return lv, err
@@ -296,8 +294,7 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		}
 		if measure {
 			// Before the wait below, in which paygate and the server idle.
-			cpuAfter = readCPU(pids, o.receiverPID)
-			machine.read(cpuAfter) // every event applied (and delivered)
+			machine.read(readCPU(pids, o.receiverPID)) // every event applied (and delivered)
 			// A backend reports its statistics at most once a second, and
 			// an idle one within 10 s (PGSTAT_IDLE_INTERVAL).
 			time.Sleep(11 * time.Second)
@@ -311,7 +308,7 @@ func run(ctx context.Context, o runOptions) (series, error) {
 				RoundTrips: now["paygate_db_round_trips_total"] - before["paygate_db_round_trips_total"],
 				Rows:       dbAfter.rows - dbBefore.rows,
 				WALBytes:   dbAfter.walBytes - dbBefore.walBytes,
-				CPU:        cpuAfter.minus(cpuBefore),
+				CPU:        machine[2].cpu.minus(machine[0].cpu),
 				Machine:    machine.phases(appliedAcknowledging),
 			}
 			if viewed {

@@ -166,6 +166,18 @@ func (s *Sim) Events() []Event {
 	return append([]Event(nil), s.events...)
 }
 
+// PaymentPairs returns the first n events of payments made one after
+// another, each paid in full with a receipt email: a
+// payment_intent.succeeded and a charge.succeeded a payment, about 1.2 kB
+// each. The benchmarks ingest and apply them, as make bench's usual pair.
+func PaymentPairs(n int) []Event {
+	sim := New(Config{Seed: 5})
+	for i := 0; 2*i < n; i++ {
+		sim.Pay(PayOpts{Amount: 1000 + int64(2*i), Currency: "usd", Email: "bench@example.test"})
+	}
+	return sim.Events()[:n]
+}
+
 // Deliverable returns the events Deliver would send: all of them, in
 // creation order, except those marked with SkipEvent.
 func (s *Sim) Deliverable() []Event {
