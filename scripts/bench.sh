@@ -12,9 +12,12 @@
 #   3. anchors: pgbench of the one-event transaction on paygate's and
 #      River's tables (scripts/bench_naive_ingest.sql), of the bare
 #      one-event transaction, two rows on tables of its own
-#      (scripts/bench_bare_ingest.sql), of the same rows 32 to a
+#      (scripts/bench_bare_ingest.sql) and of its statements sent in one
+#      round trip (pgbench's pipeline), of the same rows 32 to a
 #      transaction (scripts/bench_batch_ingest.sql), and the floor server
 #      (`loadgen floor`, no database) under wrk at each connection count;
+#      every pgbench client connects with paygate's URL and prepared
+#      statements, as paygate does;
 #   4. one `paygate serve`, wrk straight to it at each connection count
 #      (`loadgen run`: distinct pre-signed events, until every one is
 #      acknowledged, then until none is left `received`), then paced at
@@ -33,7 +36,7 @@
 #      and the messages published per second;
 #   6. scale-out: 1, 2 and 4 instances on the same database behind
 #      `loadgen proxy`, at 64 and 256 connections;
-#   7. both one-event pgbench runs again (the ratios use the mean of each), and
+#   7. the one-event pgbench runs again (the ratios use the mean of each), and
 #      the table (tmp/bench/report.txt).
 #
 # Knobs (environment):
@@ -116,6 +119,13 @@ DATABASE_URL="$url" "$out/paygate" migrate >"$out/migrate.log" 2>&1
 if [[ "${BENCH_PGSS:-}" == 1 ]]; then
   "$psql" "$url" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
 fi
+# transport URL: how a libpq client reaches PostgreSQL through URL, TLS or
+# not; the anchors and paygate must reach it alike.
+transport() {
+  "$psql" "$1" -tAc "SELECT CASE WHEN ssl THEN 'TLS (' || version || ')' ELSE 'no TLS' END
+    FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
+}
+paygate_transport=$(transport "$url")
 # fresh_anchor: the pgbench database, recreated and migrated as paygate's
 # before each pgbench run, so that each run starts alike whatever the
 # previous one wrote.
@@ -124,6 +134,10 @@ fresh_anchor() {
   DATABASE_URL="$anchor_url" "$out/paygate" migrate >"$out/migrate-pgbench.log" 2>&1
   "$psql" "$anchor_url" -q -v ON_ERROR_STOP=1 -f scripts/bench_bare_schema.sql >/dev/null
   "$psql" "$anchor_url" -qc "CHECKPOINT" >/dev/null
+  local anchor_transport
+  anchor_transport=$(transport "$anchor_url")
+  [[ "$anchor_transport" == "$paygate_transport" ]] ||
+    { say "the anchors would reach PostgreSQL with $anchor_transport, paygate with $paygate_transport"; return 1; }
 }
 
 pids=()
@@ -147,12 +161,9 @@ maxconns=$("$psql" "$url" -tAc "SHOW max_connections")
 # any: a count(*) of a filled inbox would take minutes.
 stored=$("$psql" "$url" -tAc "SELECT coalesce(sum(n_live_tup), 0) FROM pg_stat_user_tables
   WHERE relid = 'inbox_events'::regclass OR relid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'inbox_events'::regclass)")
-hostport=$(sed -E 's|^postgres(ql)?://[^@]*@([^/]*)/.*$|\2|' <<<"$url")
-host=${hostport%:*}
-port=${hostport##*:}
 mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
 title="paygate make bench, $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'), ingest=${BENCH_INGEST:-batch}
-machine: nproc $(nproc), MemTotal $mem, load average $(cut -d' ' -f1-3 /proc/loadavg), PostgreSQL $pgver (fsync=$fsync, synchronous_commit=$synccommit, max_connections=$maxconns), wrk $wrkver, inbox rows at start ~$stored"
+machine: nproc $(nproc), MemTotal $mem, load average $(cut -d' ' -f1-3 /proc/loadavg), PostgreSQL $pgver (fsync=$fsync, synchronous_commit=$synccommit, max_connections=$maxconns; paygate and the anchors with $paygate_transport), wrk $wrkver, inbox rows at start ~$stored"
 
 # pgbench_run NAME SCRIPT [pgbench args…]: prints the tps of one pgbench
 # run on a fresh anchor database.
@@ -161,8 +172,14 @@ pgbench_run() {
   local name="$1" script="$2" tps
   shift 2
   fresh_anchor
-  "$pgbench" -h "$host" -p "$port" -U postgres -n -c 32 -j 2 -T "$pgsecs" "$@" \
-    -f "$script" "$anchor" >"$out/pgbench-$name.log" 2>&1 || { cat "$out/pgbench-$name.log" >&2; return 1; }
+  # The anchor's URL, as paygate's, so that both reach PostgreSQL the same
+  # way: named by host and port alone, libpq would prefer TLS where the
+  # server offers it, and every anchor would pay for encryption that
+  # paygate's sslmode=disable does not. Prepared statements, as paygate's
+  # (pgx's statement cache): pgbench's default parses and plans every
+  # statement every time, work paygate does not do.
+  "$pgbench" -n -M prepared -c 32 -j 2 -T "$pgsecs" "$@" \
+    -f "$script" "$anchor_url" >"$out/pgbench-$name.log" 2>&1 || { cat "$out/pgbench-$name.log" >&2; return 1; }
   tps=$(sed -nE 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' "$out/pgbench-$name.log")
   [[ -n "$tps" ]] || { cat "$out/pgbench-$name.log" >&2; say "could not read pgbench's tps"; return 1; }
   grep -q '^number of failed transactions: 0 ' "$out/pgbench-$name.log" || { cat "$out/pgbench-$name.log" >&2; say "pgbench $name: failed transactions"; return 1; }
@@ -205,9 +222,16 @@ start_paygate() {
 run_loadgen() { "$out/loadgen" run -secret "$secret" -database-url "$url" -out "$out" -save "$out/results.json" \
   -script scripts/bench.lua -seconds "$seconds" -expect "$expect" "$@"; }
 
+# The bare transaction's statements in one round trip (pgbench's pipeline):
+# what a client that never waits between a transaction's statements could
+# reach. Made from the bare script, so that both hold the same statements.
+bare_one_trip="$out/bench_bare_ingest_one_trip.sql"
+{ echo '\startpipeline'; grep -v '^--' scripts/bench_bare_ingest.sql; echo '\endpipeline'; } >"$bare_one_trip"
+
 say "pgbench anchors: 32 clients, ${pgsecs}s each, on $anchor"
 single_before=$(pgbench_run single-before scripts/bench_naive_ingest.sql)
 bare_before=$(pgbench_run bare-before scripts/bench_bare_ingest.sql)
+one_trip_before=$(pgbench_run bare-one-trip-before "$bare_one_trip")
 batch=$(pgbench_run batch scripts/bench_batch_ingest.sql -D batch=32)
 
 if [[ "${BENCH_FLOOR:-1}" != 0 ]]; then
@@ -333,6 +357,7 @@ fi
 
 single_after=$(pgbench_run single-after scripts/bench_naive_ingest.sql)
 bare_after=$(pgbench_run bare-after scripts/bench_bare_ingest.sql)
+one_trip_after=$(pgbench_run bare-one-trip-after "$bare_one_trip")
 "$out/loadgen" report -results "$out/results.json" -pgbench-single "$single_before,$single_after" \
-  -pgbench-bare "$bare_before,$bare_after" \
+  -pgbench-bare "$bare_before,$bare_after" -pgbench-bare-one-trip "$one_trip_before,$one_trip_after" \
   -pgbench-batch "$batch" -batch-size 32 -title "$title" | tee "$out/report.txt"

@@ -297,6 +297,30 @@ func TestReportTargets(t *testing.T) {
 	require.Contains(t, line("  -c256: wrk's -d bound"), "29000 of 30000 events answered")
 }
 
+// TestReportBareOneTrip: the bare transaction in one round trip is shown
+// among the anchors and compared at 64 connections, with no verdict: the
+// targets stay against the bare transaction as paygate's clients send it.
+func TestReportBareOneTrip(t *testing.T) {
+	t.Parallel()
+	r := results{Series: []series{{Label: "paygate", Instances: 1,
+		Levels: []level{{Connections: 64, Events: 20000, E2ESeconds: 10, Wrk: wrkResult{RequestsPerS: 7500}}}}}}
+	var out bytes.Buffer
+	report(&out, r, anchors{pgbenchBare: []float64{2000}, pgbenchBareOneTrip: []float64{2900, 3100}})
+	var anchor, compared string
+	for _, l := range strings.Split(out.String(), "\n") {
+		switch {
+		case strings.HasPrefix(l, "pgbench, bare in one round trip"):
+			anchor = l
+		case strings.HasPrefix(l, "64 connections: ingest, end-to-end against bare in one round trip"):
+			compared = l
+		}
+	}
+	require.Contains(t, anchor, "(tps 2900, 3100; mean): 1rt", out.String())
+	require.True(t, strings.HasSuffix(strings.TrimSpace(anchor), "3000"), anchor)
+	require.Contains(t, compared, "2.50×, 0.67×", out.String())
+	require.NotContains(t, compared, "met")
+}
+
 // TestReportNATS: the run with publishing on is compared with the one
 // without at the same connections, and publishing keeps up when the last
 // message was published within a second of the last event's applying.

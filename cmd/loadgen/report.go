@@ -16,8 +16,11 @@ import (
 type anchors struct {
 	pgbenchSingle []float64 // tps of the one-event transaction on paygate's and River's tables, each run
 	pgbenchBare   []float64 // tps of the bare one-event transaction, each run
-	pgbenchBatch  float64   // tps of the batched transaction
-	batchSize     int       // events per batched transaction
+	// tps of the bare transaction's statements sent in one round trip, each
+	// run: what a client that never waits between statements could reach
+	pgbenchBareOneTrip []float64
+	pgbenchBatch       float64 // tps of the batched transaction
+	batchSize          int     // events per batched transaction
 }
 
 // single is the mean of the one-event pgbench runs: on a shared machine
@@ -50,6 +53,15 @@ func tpsList(s string) []float64 {
 	return out
 }
 
+// shownTPS prints each run's tps, rounded.
+func shownTPS(vs []float64) string {
+	shown := make([]string, 0, len(vs))
+	for _, v := range vs {
+		shown = append(shown, strconv.FormatFloat(v, 'f', 0, 64))
+	}
+	return strings.Join(shown, ", ")
+}
+
 func (a anchors) batchEvents() float64 { return a.pgbenchBatch * float64(a.batchSize) }
 
 func reportCommand(args []string) error {
@@ -57,6 +69,7 @@ func reportCommand(args []string) error {
 	path := fs.String("results", "tmp/bench/results.json", "the measurements saved by loadgen run")
 	single := fs.String("pgbench-single", "", "tps of the one-event-per-transaction pgbench runs, comma-separated (the ratios use their mean)")
 	bare := fs.String("pgbench-bare", "", "tps of the bare one-event pgbench runs, comma-separated (the ratios use their mean)")
+	oneTrip := fs.String("pgbench-bare-one-trip", "", "tps of the bare one-event pgbench runs in one round trip, comma-separated (compared, no target)")
 	batch := fs.Float64("pgbench-batch", 0, "tps of the batched pgbench run")
 	batchSize := fs.Int("batch-size", 32, "events per transaction of the batched pgbench run")
 	title := fs.String("title", "", "lines printed above the table (\\n separates them)")
@@ -69,7 +82,7 @@ func reportCommand(args []string) error {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return fmt.Errorf("read %s: %w", *path, err)
 	}
-	a := anchors{pgbenchSingle: tpsList(*single), pgbenchBare: tpsList(*bare), pgbenchBatch: *batch, batchSize: *batchSize}
+	a := anchors{pgbenchSingle: tpsList(*single), pgbenchBare: tpsList(*bare), pgbenchBareOneTrip: tpsList(*oneTrip), pgbenchBatch: *batch, batchSize: *batchSize}
 	if *title != "" {
 		fmt.Println(strings.ReplaceAll(*title, `\n`, "\n"))
 	}
@@ -125,18 +138,13 @@ func report(out io.Writer, r results, a anchors) int64 {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "\nanchors (same run)\tevents/s\t")
 	if len(a.pgbenchSingle) > 0 {
-		var shown []string
-		for _, v := range a.pgbenchSingle {
-			shown = append(shown, strconv.FormatFloat(v, 'f', 0, 64))
-		}
-		fmt.Fprintf(w, "pgbench, 1 event per transaction on paygate's and River's tables, 32 clients (tps %s; mean): pg1\t%.0f\t\n", strings.Join(shown, ", "), base)
+		fmt.Fprintf(w, "pgbench, 1 event per transaction on paygate's and River's tables, 32 clients (tps %s; mean): pg1\t%.0f\t\n", shownTPS(a.pgbenchSingle), base)
 	}
 	if len(a.pgbenchBare) > 0 {
-		var shown []string
-		for _, v := range a.pgbenchBare {
-			shown = append(shown, strconv.FormatFloat(v, 'f', 0, 64))
-		}
-		fmt.Fprintf(w, "pgbench, bare: 1 event per transaction, an event row and a job row, 32 clients (tps %s; mean): bare\t%.0f\t\n", strings.Join(shown, ", "), bare)
+		fmt.Fprintf(w, "pgbench, bare: 1 event per transaction, an event row and a job row, 32 clients (tps %s; mean): bare\t%.0f\t\n", shownTPS(a.pgbenchBare), bare)
+	}
+	if len(a.pgbenchBareOneTrip) > 0 {
+		fmt.Fprintf(w, "pgbench, bare in one round trip: the same transaction pipelined, 32 clients (tps %s; mean): 1rt\t%.0f\t\n", shownTPS(a.pgbenchBareOneTrip), meanOf(a.pgbenchBareOneTrip))
 	}
 	if a.pgbenchBatch > 0 {
 		fmt.Fprintf(w, "pgbench, %d events per transaction, 32 clients (%.0f tps)\t%.0f\t\n", a.batchSize, a.pgbenchBatch, a.batchEvents())
@@ -296,6 +304,9 @@ func report(out io.Writer, r results, a anchors) int64 {
 			if bare > 0 {
 				fmt.Fprintf(w, "64 connections: ingest ≥ 2.5× bare\t%s\t%s\t\n", ratioBare(lv.ingest()), verdict(lv.ingest() >= 2.5*bare))
 				fmt.Fprintf(w, "64 connections: end-to-end ≥ 1.0× bare\t%s\t%s\t\n", ratioBare(lv.e2e()), verdict(lv.e2e() >= bare))
+			}
+			if oneTrip := meanOf(a.pgbenchBareOneTrip); oneTrip > 0 {
+				fmt.Fprintf(w, "64 connections: ingest, end-to-end against bare in one round trip (compared, no target)\t%s, %s\t\t\n", ratioTo(lv.ingest(), oneTrip), ratioTo(lv.e2e(), oneTrip))
 			}
 		}
 		if lv := main.level(256); lv != nil {
