@@ -171,7 +171,7 @@ anchor_url=""
 pgbench_run() {
   local name="$1" script="$2" tps
   shift 2
-  fresh_anchor
+  fresh_anchor || return 1
   # The anchor's URL, as paygate's, so that both reach PostgreSQL the same
   # way: named by host and port alone, libpq would prefer TLS where the
   # server offers it, and every anchor would pay for encryption that
