@@ -76,6 +76,10 @@ type config struct {
 
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/paygate?sslmode=disable"
 
+// defaultReconcileAt is the daily reconciliation's schedule (UTC) without
+// PAYGATE_RECONCILE_AT.
+const defaultReconcileAt = "0 2 * * *"
+
 func loadConfig(getenv func(string) string) (config, error) {
 	c := config{
 		DatabaseURL:        or(getenv("DATABASE_URL"), defaultDatabaseURL),
@@ -92,7 +96,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		EmailFrom:          getenv("PAYGATE_EMAIL_FROM"),
 		OpsEmail:           getenv("PAYGATE_OPS_EMAIL"),
 		FinanceEmail:       getenv("PAYGATE_FINANCE_EMAIL"),
-		ReconcileAt:        or(getenv("PAYGATE_RECONCILE_AT"), "0 2 * * *"),
+		ReconcileAt:        or(getenv("PAYGATE_RECONCILE_AT"), defaultReconcileAt),
 		ShutdownTimeout:    20 * time.Second,
 	}
 	err := api.CheckTokens(c.OpsTokens, c.FinanceTokens, c.ConsumerTokens)
