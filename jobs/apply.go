@@ -60,15 +60,17 @@ const maxCreationRaces = 3
 type applier struct {
 	pool     *pgxpool.Pool
 	opsEmail string
+	mappers  Mappers
 	claims   paymentClaims
 	sizes    prometheus.Histogram
 	seconds  prometheus.Histogram
 }
 
-func newApplier(pool *pgxpool.Pool, opsEmail string, reg prometheus.Registerer) *applier {
+func newApplier(pool *pgxpool.Pool, opsEmail string, mappers Mappers, reg prometheus.Registerer) *applier {
 	a := &applier{
 		pool:     pool,
 		opsEmail: opsEmail,
+		mappers:  mappers,
 		sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "paygate_apply_batch_events",
 			Help:    "Events per transaction applying inbox events.",
@@ -237,6 +239,7 @@ func (e *refusedError) Unwrap() error { return e.err }
 
 // paymentApply is one payment while a batch is folded into it.
 type paymentApply struct {
+	before  ledger.Payment // as locked, before the batch
 	payment ledger.Payment
 	facts   []statemachine.Fact
 	known   map[string]bool // keys of facts
@@ -287,7 +290,7 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 			continue
 		}
 		seen[k] = true
-		fx, err := effectsOf(ev)
+		fx, err := a.mappers.effectsOf(ev)
 		switch {
 		case errors.Is(err, provider.ErrIgnored):
 			writes.statuses = append(writes.statuses, applied(ev, inbox.StatusIgnored))
@@ -332,7 +335,7 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 			return nil, err
 		}
 		for id, p := range ps {
-			pa := &paymentApply{payment: p, facts: facts[id], known: make(map[string]bool, len(facts[id]))}
+			pa := &paymentApply{before: p, payment: p, facts: facts[id], known: make(map[string]bool, len(facts[id]))}
 			for _, f := range pa.facts {
 				pa.known[f.Key()] = true
 			}
@@ -369,6 +372,20 @@ func (a *applier) applyTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.T
 	}
 	if err := ledger.AddFactsManyTx(ctx, tx, writes.facts); err != nil {
 		return nil, err
+	}
+	// Double charges, after the payments are written and under their
+	// locks: only the references whose count of net captured payments
+	// this batch may have changed.
+	var charged []string
+	for _, pa := range payments {
+		charged = append(charged, chargedReferences(pa.before, pa.payment)...)
+	}
+	opened, err := ledger.DetectDoubleChargesTx(ctx, tx, charged)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range opened {
+		writes.emails = append(writes.emails, doubleChargeAlert(d, a.opsEmail))
 	}
 	// The refund requests these reports settle, after their payments'
 	// locks (the order every writer of a request takes them in).
@@ -466,6 +483,7 @@ func (a *applier) fold(ev inbox.Event, fx Effects, pa *paymentApply, posted map[
 	if emailLearnt {
 		p.ReceiptEmail, p.ReceiptEmailKnown = fx.ReceiptEmail, true
 	}
+	p.Details = p.Details.Merge(fx.Details)
 	if previous != "" {
 		if err := statemachine.CheckTransition(previous, p.State, lastKind(fx.Facts)); err != nil {
 			return fmt.Errorf("%w: %w", ErrPermanent, err)
@@ -520,7 +538,8 @@ func emailsFor(ev inbox.Event, p ledger.Payment, added, all []statemachine.Fact,
 	if p.ReceiptEmailKnown {
 		if p.AmountCaptured.IsPositive() {
 			emails = append(emails, Email{Kind: EmailPaymentReceipt, ObjectID: p.ID, PaymentID: p.ID,
-				Recipient: p.ReceiptEmail, Amount: ledger.Format(p.AmountCaptured, p.Currency), Currency: p.Currency})
+				Recipient: p.ReceiptEmail, Amount: ledger.Format(p.AmountCaptured, p.Currency), Currency: p.Currency,
+				Reference: p.Details.Reference})
 		}
 		failed := map[string]bool{}
 		for _, f := range all {
@@ -531,7 +550,8 @@ func emailsFor(ev inbox.Event, p ledger.Payment, added, all []statemachine.Fact,
 		for _, f := range all {
 			if f.Kind == statemachine.FactRefundSucceeded && !failed[f.ObjectID] {
 				emails = append(emails, Email{Kind: EmailRefundConfirmation, ObjectID: f.ObjectID, PaymentID: p.ID,
-					Recipient: p.ReceiptEmail, Amount: ledger.Format(f.Amount, f.Currency), Currency: f.Currency})
+					Recipient: p.ReceiptEmail, Amount: ledger.Format(f.Amount, f.Currency), Currency: f.Currency,
+					Reference: p.Details.Reference})
 			}
 		}
 	}
@@ -546,6 +566,36 @@ func emailsFor(ev inbox.Event, p ledger.Payment, added, all []statemachine.Fact,
 		}
 	}
 	return emails
+}
+
+// doubleChargeAlert is the email to ops of a double charge's detection.
+func doubleChargeAlert(d ledger.DoubleCharge, opsEmail string) Email {
+	e := Email{Kind: EmailDoubleCharge, ObjectID: fmt.Sprintf("%s#%d", d.Reference, d.Detections),
+		Recipient: opsEmail, Reference: d.Reference}
+	for _, p := range d.Payments {
+		e.Payments = append(e.Payments, EmailPayment{ID: p.ID, Provider: p.Provider, Status: string(p.Status),
+			Currency: p.Currency, AmountCaptured: ledger.Format(p.AmountCaptured, p.Currency),
+			AmountRefunded: ledger.Format(p.AmountRefunded, p.Currency)})
+	}
+	return e
+}
+
+// chargedReferences are the references whose double charge a payment's
+// change from before to after may open or resolve: those it joined or left
+// as a net captured payment (a capture, a refund, a reference learnt).
+func chargedReferences(before, after ledger.Payment) []string {
+	was, is := ledger.NetCaptured(before.Summary), ledger.NetCaptured(after.Summary)
+	if was == is && before.Details.Reference == after.Details.Reference {
+		return nil
+	}
+	var refs []string
+	if was && before.Details.Reference != "" {
+		refs = append(refs, before.Details.Reference)
+	}
+	if is && after.Details.Reference != "" {
+		refs = append(refs, after.Details.Reference)
+	}
+	return refs
 }
 
 // done reports the statuses a job has nothing left to do for.

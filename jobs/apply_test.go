@@ -35,7 +35,7 @@ func newApplyWorld(t testing.TB) *applyWorld {
 	pool := testdb.New(t)
 	client, err := NewClient(pool, Config{InsertOnly: true})
 	require.NoError(t, err)
-	return &applyWorld{pool: pool, rc: client.River, applier: newApplier(pool, "ops@example.test", nil)}
+	return &applyWorld{pool: pool, rc: client.River, applier: newApplier(pool, "ops@example.test", nil, nil)}
 }
 
 // store puts events in the inbox, as ingest does, a batch a transaction

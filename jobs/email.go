@@ -50,11 +50,16 @@ const (
 	// ObjectID is "nats/<Unix seconds of the first failure>" and Reason
 	// the last error.
 	EmailNATSUnavailable EmailKind = "nats_unavailable"
+	// EmailDoubleCharge goes to ops once per detection of a double
+	// charge: two or more payments of one order reference net captured;
+	// ObjectID is "<reference>#<detection>" (a reference resolved by a
+	// refund and paid twice again is a second detection).
+	EmailDoubleCharge EmailKind = "double_charge"
 )
 
 // EmailKinds lists every kind.
 var EmailKinds = []EmailKind{EmailPaymentReceipt, EmailRefundConfirmation, EmailDisputeAlert, EmailPoisonAlert,
-	EmailRefundFailedAlert, EmailReconciliationAlert, EmailEndpointDisabled, EmailNATSUnavailable}
+	EmailRefundFailedAlert, EmailReconciliationAlert, EmailEndpointDisabled, EmailNATSUnavailable, EmailDoubleCharge}
 
 // EmailStatus is where an outbox row stands.
 type EmailStatus string
@@ -111,6 +116,22 @@ type Email struct {
 	RunStatus string
 	// EndpointID is a disabled endpoint's id.
 	EndpointID string
+	// Reference is the merchant's order reference of the payment, when
+	// known: customers and ops know an order by it.
+	Reference string
+	// Payments are a double charge's payments, as they stood when it was
+	// detected.
+	Payments []EmailPayment
+}
+
+// EmailPayment is one payment an email lists; amounts as Amount is.
+type EmailPayment struct {
+	ID             string `json:"id"`
+	Provider       string `json:"provider"`
+	Status         string `json:"status"`
+	Currency       string `json:"currency"`
+	AmountCaptured string `json:"amount_captured"`
+	AmountRefunded string `json:"amount_refunded"`
 }
 
 // emailData is Email's payload as stored in email_outbox.data.
@@ -126,6 +147,8 @@ type emailData struct {
 	Batch     string `json:"batch,omitempty"`
 	RunStatus string `json:"run_status,omitempty"`
 	Endpoint  string `json:"endpoint_id,omitempty"`
+	Reference string         `json:"reference,omitempty"`
+	Payments  []EmailPayment `json:"payments,omitempty"`
 }
 
 var (
@@ -152,7 +175,7 @@ func (e Email) validate() error {
 	case (e.Amount == "") != (e.Currency == ""):
 		return fmt.Errorf("%w: an amount goes with its currency", ErrInvalidEmail)
 	case e.Kind != EmailPoisonAlert && e.Kind != EmailReconciliationAlert && e.Kind != EmailEndpointDisabled &&
-		e.Kind != EmailNATSUnavailable && e.Amount == "":
+		e.Kind != EmailNATSUnavailable && e.Kind != EmailDoubleCharge && e.Amount == "":
 		return fmt.Errorf("%w: %s without an amount", ErrInvalidEmail, e.Kind)
 	}
 	return nil
@@ -272,7 +295,7 @@ func EnqueueEmailsTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e
 		data, err := json.Marshal(emailData{
 			PaymentID: e.PaymentID, Amount: e.Amount, Currency: e.Currency, Reason: e.Reason,
 			Provider: e.Provider, EventID: e.EventID, EventType: e.EventType, Date: e.Date, Batch: e.Batch, RunStatus: e.RunStatus,
-			Endpoint: e.EndpointID,
+			Endpoint: e.EndpointID, Reference: e.Reference, Payments: e.Payments,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("encode email %s %s: %w", e.Kind, e.ObjectID, err)

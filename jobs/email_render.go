@@ -49,7 +49,14 @@ type emailView struct {
 	Batch     string // or its provider's settlement batch
 	RunStatus string // how that run ended
 	Endpoint  string // a disabled endpoint's id
+	Reference string // the merchant's order reference, when known
+	Payments  []paymentLine
 	Ref       string // the Message-ID: quoting it lets support find the outbox row
+}
+
+// paymentLine is one payment of a double charge, its amounts formatted.
+type paymentLine struct {
+	ID, Provider, Status, Captured, Refunded string
 }
 
 type renderedEmail struct {
@@ -64,7 +71,11 @@ func renderEmail(kind EmailKind, objectID, messageID string, d emailData) (rende
 	v := emailView{
 		Kind: kind, ObjectID: objectID, PaymentID: d.PaymentID, Reason: d.Reason,
 		Provider: d.Provider, EventID: d.EventID, EventType: d.EventType, Date: d.Date, Batch: d.Batch, RunStatus: d.RunStatus, Ref: messageID,
-		Endpoint: d.Endpoint,
+		Endpoint: d.Endpoint, Reference: d.Reference,
+	}
+	for _, p := range d.Payments {
+		v.Payments = append(v.Payments, paymentLine{ID: p.ID, Provider: p.Provider, Status: p.Status,
+			Captured: FormatAmount(p.AmountCaptured, p.Currency), Refunded: FormatAmount(p.AmountRefunded, p.Currency)})
 	}
 	if d.Amount != "" {
 		v.Amount = FormatAmount(d.Amount, d.Currency)

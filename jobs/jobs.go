@@ -131,6 +131,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// InsertOnly builds a client that inserts but works no jobs.
 	InsertOnly bool
+	// StripeReferenceKey is the metadata key of a Stripe payment's order
+	// reference (PAYGATE_STRIPE_REFERENCE_KEY); default
+	// stripe.DefaultReferenceKey.
+	StripeReferenceKey string
 	// Email configures the send_email worker (SMTP, sender, ops address).
 	Email EmailConfig
 	// Refunders are the providers' refund clients, by provider name, for
@@ -196,7 +200,7 @@ type Client struct {
 func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	config.withDefaults()
 	workers := river.NewWorkers()
-	processEvent, applyEvents := eventWorkers(pool, config.Logger, config.Email.OpsEmail, config.EventAppliers,
+	processEvent, applyEvents := eventWorkers(pool, config.Logger, config.Email.OpsEmail, NewMappers(config.StripeReferenceKey), config.EventAppliers,
 		config.ProcessMaxAttempts, config.IngestPressure, config.Registerer)
 	river.AddWorker(workers, processEvent)
 	river.AddWorker(workers, applyEvents)

@@ -52,7 +52,7 @@ const (
 // (the new events of one ingest batch). pressure, when set, reports that
 // webhooks are waiting on their commits in numbers; applying then rests
 // between batches (see applyQueue).
-func eventWorkers(pool *pgxpool.Pool, logger *slog.Logger, opsEmail string, appliers, maxAttempts int,
+func eventWorkers(pool *pgxpool.Pool, logger *slog.Logger, opsEmail string, mappers Mappers, appliers, maxAttempts int,
 	pressure func() bool, reg prometheus.Registerer) (*ProcessEventWorker, *ApplyEventsWorker) {
 	if appliers <= 0 {
 		appliers = defaultAppliers
@@ -60,7 +60,7 @@ func eventWorkers(pool *pgxpool.Pool, logger *slog.Logger, opsEmail string, appl
 	if maxAttempts <= 0 {
 		maxAttempts = DefaultProcessMaxAttempts
 	}
-	a := newApplier(pool, opsEmail, reg)
+	a := newApplier(pool, opsEmail, mappers, reg)
 	q := &applyQueue{maxAppliers: appliers, maxEvents: maxApplyBatch, apply: a.apply,
 		pressure: pressure, restFactor: applyRestFactor}
 	return &ProcessEventWorker{logger: logger, applier: a, queue: q},

@@ -15,17 +15,27 @@ type Effects = provider.Effects
 // an unknown currency, a ref conflict): the event becomes poison at once.
 var ErrPermanent = provider.ErrPermanent
 
-// mappers are the providers whose events paygate maps, by inbox provider
+// Mappers are the providers whose events paygate maps, by inbox provider
 // name. Any other name is a Standard Webhooks source without a mapping:
 // its events are stored, shown to ops and ignored.
-var mappers = map[string]provider.Mapper{
-	stripe.Name: stripe.Mapper,
-	adyen.Name:  adyen.Mapper,
+type Mappers map[string]provider.Mapper
+
+// NewMappers are the mappers of paygate's providers; stripeReferenceKey
+// is the metadata key of a Stripe payment's order reference
+// (PAYGATE_STRIPE_REFERENCE_KEY; stripe.DefaultReferenceKey when empty).
+func NewMappers(stripeReferenceKey string) Mappers {
+	return Mappers{
+		stripe.Name: stripe.NewMapper(stripeReferenceKey),
+		adyen.Name:  adyen.Mapper,
+	}
 }
 
 // effectsOf maps a stored event with its provider's Mapper, or as a
 // Standard Webhooks source's.
-func effectsOf(ev inbox.Event) (Effects, error) {
+func (mappers Mappers) effectsOf(ev inbox.Event) (Effects, error) {
+	if mappers == nil {
+		mappers = NewMappers("")
+	}
 	m, ok := mappers[ev.Provider]
 	if !ok {
 		m = stdwebhooks.Mapper

@@ -232,12 +232,14 @@ func RegisterReconcile(runner *reconcile.Runner, schedule *CronSchedule, logger 
 // the server's other work. Jobs that processing inserts for other queues
 // (emails) are left for the server; maintenance (retries, rescue) stays
 // with the server's leader.
-func NewEventApplier(pool *pgxpool.Pool, logger *slog.Logger) (*river.Client[pgx.Tx], error) {
+//
+// mappers map the events (NewMappers; nil: the defaults).
+func NewEventApplier(pool *pgxpool.Pool, logger *slog.Logger, mappers Mappers) (*river.Client[pgx.Tx], error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	workers := river.NewWorkers()
-	processEvent, applyEvents := eventWorkers(pool, logger, "", 0, 0, nil, nil)
+	processEvent, applyEvents := eventWorkers(pool, logger, "", mappers, 0, 0, nil, nil)
 	river.AddWorker(workers, processEvent)
 	river.AddWorker(workers, applyEvents)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{

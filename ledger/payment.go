@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -22,6 +23,9 @@ type Payment struct {
 	// tells an address nobody gave (known, empty) from one not yet seen.
 	ReceiptEmail      string
 	ReceiptEmailKnown bool
+	// Details are the merchant's words about the payment (reference,
+	// customer, description, metadata), folded from its events.
+	Details statemachine.Details
 	statemachine.Summary
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -55,13 +59,14 @@ var ErrPaymentNotFound = errors.New("payment not found")
 
 const paymentColumns = `id, provider, coalesce(receipt_email, ''), receipt_email IS NOT NULL, status, currency,
 	amount::text, amount_captured::text, amount_refunded::text, amount_disputed::text, created_at, updated_at,
-	message_sequence`
+	message_sequence, coalesce(reference, ''), coalesce(customer, ''), coalesce(description, ''), metadata, details_stamps`
 
 func scanPayment(row pgx.Row) (Payment, error) {
 	var p Payment
 	var amounts [4]string
 	err := row.Scan(&p.ID, &p.Provider, &p.ReceiptEmail, &p.ReceiptEmailKnown, &p.State, &p.Currency,
-		&amounts[0], &amounts[1], &amounts[2], &amounts[3], &p.CreatedAt, &p.UpdatedAt, &p.MessageSequence)
+		&amounts[0], &amounts[1], &amounts[2], &amounts[3], &p.CreatedAt, &p.UpdatedAt, &p.MessageSequence,
+		&p.Details.Reference, &p.Details.Customer, &p.Details.Description, &p.Details.Metadata, &p.Details.Stamps)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Payment{}, ErrPaymentNotFound
 	}
@@ -377,6 +382,7 @@ func SavePaymentsTx(ctx context.Context, tx pgx.Tx, ps []Payment, changes []Stat
 		known    = make([]bool, n)
 		seqs     = make([]int64, n)
 		updated  = make([]*time.Time, n)
+		details  = [5][]string{make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)}
 		seen     = make(map[string]bool, n)
 	)
 	for _, p := range ps {
@@ -408,6 +414,13 @@ func SavePaymentsTx(ctx context.Context, tx pgx.Tx, ps []Payment, changes []Stat
 		amounts[0][i], amounts[1][i] = p.Amount.String(), p.AmountCaptured.String()
 		amounts[2][i], amounts[3][i] = p.AmountRefunded.String(), p.AmountDisputed.String()
 		seqs[i] = p.MessageSequence
+		d, err := detailColumns(p.Details)
+		if err != nil {
+			return fmt.Errorf("save payment %s: %w", p.ID, err)
+		}
+		for j := range details {
+			details[j][i] = d[j]
+		}
 		if !p.UpdatedAt.IsZero() {
 			updated[i] = &p.UpdatedAt
 		}
@@ -432,18 +445,22 @@ func SavePaymentsTx(ctx context.Context, tx pgx.Tx, ps []Payment, changes []Stat
 		}
 		batch.Queue(`
 			INSERT INTO payments (id, provider, status, currency, amount, amount_captured, amount_refunded, amount_disputed,
-				receipt_email, created_at, updated_at, message_sequence)
+				receipt_email, created_at, updated_at, message_sequence,
+				reference, customer, description, metadata, details_stamps)
 			SELECT u.id, u.provider, u.status, u.currency, u.amount::numeric, u.captured::numeric, u.refunded::numeric,
 				u.disputed::numeric, CASE WHEN u.email_known THEN u.email END, u.created_at, coalesce(u.updated_at, now()),
-				u.message_sequence
+				u.message_sequence, nullif(u.reference, ''), nullif(u.customer, ''), nullif(u.description, ''),
+				u.metadata::jsonb, u.stamps::jsonb
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-				$9::text[], $10::boolean[], $11::bigint[], $12::timestamptz[], $13::timestamptz[])
+				$9::text[], $10::boolean[], $11::bigint[], $12::timestamptz[], $13::timestamptz[],
+				$14::text[], $15::text[], $16::text[], $17::text[], $18::text[])
 				AS u(id, provider, status, currency, amount, captured, refunded, disputed, email, email_known,
-					message_sequence, created_at, updated_at)
+					message_sequence, created_at, updated_at, reference, customer, description, metadata, stamps)
 			ORDER BY u.id
 			ON CONFLICT (id) DO NOTHING`,
 			ids[:fresh], providers, states[:fresh], currency[:fresh], amounts[0][:fresh], amounts[1][:fresh],
-			amounts[2][:fresh], amounts[3][:fresh], emails[:fresh], known[:fresh], seqs[:fresh], created, updated[:fresh])
+			amounts[2][:fresh], amounts[3][:fresh], emails[:fresh], known[:fresh], seqs[:fresh], created, updated[:fresh],
+			details[0][:fresh], details[1][:fresh], details[2][:fresh], details[3][:fresh], details[4][:fresh])
 	}
 	if len(ps) > fresh {
 		batch.Queue(`
@@ -451,13 +468,17 @@ func SavePaymentsTx(ctx context.Context, tx pgx.Tx, ps []Payment, changes []Stat
 				amount_captured = u.captured::numeric, amount_refunded = u.refunded::numeric,
 				amount_disputed = u.disputed::numeric,
 				receipt_email = CASE WHEN u.email_known THEN coalesce(nullif(u.email, ''), p.receipt_email, '') ELSE p.receipt_email END,
-				updated_at = coalesce(u.updated_at, now()), message_sequence = u.message_sequence
+				updated_at = coalesce(u.updated_at, now()), message_sequence = u.message_sequence,
+				reference = nullif(u.reference, ''), customer = nullif(u.customer, ''),
+				description = nullif(u.description, ''), metadata = u.metadata::jsonb, details_stamps = u.stamps::jsonb
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::boolean[],
-				$10::bigint[], $11::timestamptz[])
-				AS u(id, status, currency, amount, captured, refunded, disputed, email, email_known, message_sequence, updated_at)
+				$10::bigint[], $11::timestamptz[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[])
+				AS u(id, status, currency, amount, captured, refunded, disputed, email, email_known, message_sequence, updated_at,
+					reference, customer, description, metadata, stamps)
 			WHERE p.id = u.id`,
 			ids[fresh:], states[fresh:], currency[fresh:], amounts[0][fresh:], amounts[1][fresh:], amounts[2][fresh:],
-			amounts[3][fresh:], emails[fresh:], known[fresh:], seqs[fresh:], updated[fresh:])
+			amounts[3][fresh:], emails[fresh:], known[fresh:], seqs[fresh:], updated[fresh:],
+			details[0][fresh:], details[1][fresh:], details[2][fresh:], details[3][fresh:], details[4][fresh:])
 	}
 	if len(changes) > 0 {
 		// In the order of changes, so history ids, which History reads by,
@@ -494,6 +515,27 @@ func SavePaymentsTx(ctx context.Context, tx pgx.Tx, ps []Payment, changes []Stat
 		return fmt.Errorf("save payment %s: %w", andMore(append(ids, changed...)), err)
 	}
 	return nil
+}
+
+// detailColumns are d as SavePaymentsTx stores it: reference, customer,
+// description, and the metadata and stamps as JSON.
+func detailColumns(d statemachine.Details) ([5]string, error) {
+	metadata, stamps := d.Metadata, d.Stamps
+	if metadata == nil {
+		metadata = map[string]string{}
+	}
+	if stamps == nil {
+		stamps = map[statemachine.DetailField]statemachine.Stamp{}
+	}
+	m, err := json.Marshal(metadata)
+	if err != nil {
+		return [5]string{}, err
+	}
+	st, err := json.Marshal(stamps)
+	if err != nil {
+		return [5]string{}, err
+	}
+	return [5]string{d.Reference, d.Customer, d.Description, string(m), string(st)}, nil
 }
 
 // History returns a payment's state changes, oldest first.

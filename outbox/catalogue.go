@@ -51,7 +51,13 @@ type PaymentView struct {
 	AmountCaptured string              `json:"amount_captured"`
 	AmountRefunded string              `json:"amount_refunded"`
 	AmountDisputed string              `json:"amount_disputed"`
-	UpdatedAt      time.Time           `json:"updated_at"`
+	// The merchant's words about the payment: null ({} for metadata)
+	// until an event carried them.
+	Reference   *string           `json:"reference"`
+	Customer    *string           `json:"customer"`
+	Description *string           `json:"description"`
+	Metadata    map[string]string `json:"metadata"`
+	UpdatedAt   time.Time         `json:"updated_at"`
 }
 
 // PaymentChanged reports whether after differs from before in what a
@@ -71,11 +77,24 @@ func PaymentMessage(p ledger.Payment, previous statemachine.State) (Message, err
 		Amount: amount(p.Amount, p.Currency), AmountCaptured: amount(p.AmountCaptured, p.Currency),
 		AmountRefunded: amount(p.AmountRefunded, p.Currency), AmountDisputed: amount(p.AmountDisputed, p.Currency),
 		UpdatedAt: p.UpdatedAt.UTC().Truncate(time.Microsecond),
+		Reference: nullable(p.Details.Reference), Customer: nullable(p.Details.Customer),
+		Description: nullable(p.Details.Description), Metadata: p.Details.Metadata,
+	}
+	if v.Metadata == nil {
+		v.Metadata = map[string]string{}
 	}
 	if previous != "" {
 		v.PreviousStatus = &previous
 	}
 	return New(AggregatePayment, p.ID, p.MessageSequence, PaymentType(p.State), p.UpdatedAt, PaymentData{Payment: v})
+}
+
+// nullable is s, or nil for "": a detail not known is null.
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // amount formats a decimal as the API does: at its currency's scale, or

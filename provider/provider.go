@@ -142,6 +142,10 @@ type Effects struct {
 	// "none".
 	ReceiptEmail      string
 	ReceiptEmailKnown bool
+	// Details are the merchant's words about the payment the event
+	// carries (statemachine.Reported: bounded, stamped with the event),
+	// zero when it carries none.
+	Details statemachine.Details
 	// Refunds are the outcomes the event reports of refunds, for the
 	// refund requests paygate made (named by the refund's metadata, or by
 	// the refund id a request recorded).
@@ -211,4 +215,20 @@ func Validate(fx Effects) error {
 		}
 	}
 	return nil
+}
+
+// StringValues keeps the string values of a decoded JSON object: metadata
+// whose values are strings by the provider's contract, of which nothing
+// else is kept (and nothing refused).
+func StringValues(obj map[string]any) map[string]string {
+	var out map[string]string
+	for k, v := range obj {
+		if s, ok := v.(string); ok {
+			if out == nil {
+				out = make(map[string]string, len(obj))
+			}
+			out[k] = s
+		}
+	}
+	return out
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/paygate/paygate/outbox"
 	"github.com/paygate/paygate/provider/adyen"
 	"github.com/paygate/paygate/provider/stdwebhooks"
+	"github.com/paygate/paygate/provider/stripe"
+	"github.com/paygate/paygate/statemachine"
 	"github.com/paygate/paygate/webhook"
 )
 
@@ -72,6 +74,9 @@ type config struct {
 	// (PAYGATE_GL_ACCOUNTS, PAYGATE_GL_XERO_TAX_RATE).
 	GLAccounts  ledger.GLAccounts
 	XeroTaxRate string
+	// StripeReferenceKey is the metadata key of a Stripe payment's order
+	// reference (PAYGATE_STRIPE_REFERENCE_KEY).
+	StripeReferenceKey string
 }
 
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/paygate?sslmode=disable"
@@ -98,6 +103,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 		FinanceEmail:       getenv("PAYGATE_FINANCE_EMAIL"),
 		ReconcileAt:        or(getenv("PAYGATE_RECONCILE_AT"), defaultReconcileAt),
 		ShutdownTimeout:    20 * time.Second,
+		StripeReferenceKey: or(strings.TrimSpace(getenv("PAYGATE_STRIPE_REFERENCE_KEY")), stripe.DefaultReferenceKey),
+	}
+	if n := len(c.StripeReferenceKey); n > statemachine.MaxMetadataKeyLen {
+		return c, fmt.Errorf("PAYGATE_STRIPE_REFERENCE_KEY must be a Stripe metadata key, at most %d characters, got %d",
+			statemachine.MaxMetadataKeyLen, n)
 	}
 	err := api.CheckTokens(c.OpsTokens, c.FinanceTokens, c.ConsumerTokens)
 	if err != nil {

@@ -81,7 +81,7 @@ func cmdReconcile(ctx context.Context, cfg config, logger *slog.Logger, args []s
 	if err != nil {
 		return err
 	}
-	applier, err := jobs.NewEventApplier(pool, logger)
+	applier, err := jobs.NewEventApplier(pool, logger, jobs.NewMappers(cfg.StripeReferenceKey))
 	if err != nil {
 		return err
 	}

@@ -70,6 +70,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	jobClient, err = jobs.NewClient(pool, jobs.Config{
 		Logger:             logger,
 		ProcessMaxAttempts: cfg.ProcessMaxAttempts,
+		StripeReferenceKey: cfg.StripeReferenceKey,
 		Email:              jobs.EmailConfig{SMTPURL: cfg.SMTPURL, From: cfg.EmailFrom, OpsEmail: cfg.OpsEmail, FinanceEmail: cfg.FinanceEmail},
 		Register: func(w *river.Workers) []*river.PeriodicJob {
 			river.AddWorker(w, &delivery.DeliverWorker{Dispatcher: dispatcher})

@@ -218,6 +218,11 @@ func (m *mapper) authorisation(success bool) error {
 		// up to; without it the address is unknown, not known to be absent.
 		m.out.ReceiptEmail, m.out.ReceiptEmailKnown = email, true
 	}
+	// Only the AUTHORISATION speaks of the order: a modification's
+	// merchantReference is the reference of the modification's own request
+	// (a refund's is paygate's refund request id).
+	m.out.Details = statemachine.Reported(it.MerchantReference, stringOf(it.AdditionalData["shopperReference"]), "",
+		metadataOf(it.AdditionalData), statemachine.Stamp{At: m.at, EventID: m.eventID})
 	amount, cur, err := m.amount()
 	if err != nil {
 		return err
@@ -283,3 +288,30 @@ func (m *mapper) fact(kind statemachine.FactKind, objectID string, amount decima
 }
 
 func (m *mapper) post(t ledger.Transaction) { m.out.Postings = append(m.out.Postings, t) }
+
+// metadataPrefix marks the additionalData entries that carry the
+// payment's metadata (metadata.<key>), as Adyen sends what the merchant
+// gave in the payment request's metadata.
+const metadataPrefix = "metadata."
+
+// metadataOf collects the metadata.<key> entries of additionalData.
+func metadataOf(additional map[string]any) map[string]string {
+	var out map[string]string
+	for k, v := range additional {
+		key, ok := strings.CutPrefix(k, metadataPrefix)
+		if s := stringOf(v); ok && s != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[key] = s
+		}
+	}
+	return out
+}
+
+// stringOf is v when it is a string; additionalData's values are strings
+// by Adyen's contract, and anything else is not kept.
+func stringOf(v any) string {
+	s, _ := v.(string)
+	return s
+}

@@ -39,13 +39,16 @@ type (
 		} `json:"data"`
 	}
 	stripePaymentIntent struct {
-		ID               string `json:"id"`
-		Amount           *int64 `json:"amount"`
-		AmountReceived   *int64 `json:"amount_received"`
-		AmountCapturable *int64 `json:"amount_capturable"`
-		Currency         string `json:"currency"`
-		LatestCharge     any    `json:"latest_charge"` // an id, or the expanded object
-		ReceiptEmail     string `json:"receipt_email"`
+		ID               string         `json:"id"`
+		Amount           *int64         `json:"amount"`
+		AmountReceived   *int64         `json:"amount_received"`
+		AmountCapturable *int64         `json:"amount_capturable"`
+		Currency         string         `json:"currency"`
+		LatestCharge     any            `json:"latest_charge"` // an id, or the expanded object
+		ReceiptEmail     string         `json:"receipt_email"`
+		Customer         any            `json:"customer"` // an id, or the expanded object
+		Description      string         `json:"description"`
+		Metadata         map[string]any `json:"metadata"`
 		Charges          *struct {
 			Data []struct {
 				ID string `json:"id"`
@@ -53,15 +56,18 @@ type (
 		} `json:"charges"` // API versions before 2022-11-15
 	}
 	stripeCharge struct {
-		ID             string `json:"id"`
-		PaymentIntent  any    `json:"payment_intent"`
-		Amount         *int64 `json:"amount"`
-		AmountCaptured *int64 `json:"amount_captured"`
-		AmountRefunded *int64 `json:"amount_refunded"`
-		Captured       bool   `json:"captured"`
-		Created        int64  `json:"created"`
-		Currency       string `json:"currency"`
-		ReceiptEmail   string `json:"receipt_email"`
+		ID             string         `json:"id"`
+		PaymentIntent  any            `json:"payment_intent"`
+		Amount         *int64         `json:"amount"`
+		AmountCaptured *int64         `json:"amount_captured"`
+		AmountRefunded *int64         `json:"amount_refunded"`
+		Captured       bool           `json:"captured"`
+		Created        int64          `json:"created"`
+		Currency       string         `json:"currency"`
+		ReceiptEmail   string         `json:"receipt_email"`
+		Customer       any            `json:"customer"`
+		Description    string         `json:"description"`
+		Metadata       map[string]any `json:"metadata"`
 		BillingDetails struct {
 			Email string `json:"email"`
 		} `json:"billing_details"`
@@ -104,6 +110,24 @@ type (
 // (unreadable JSON, missing ids, missing or negative amounts, unknown
 // currencies).
 func Effects(payload []byte) (provider.Effects, error) {
+	return effects(payload, DefaultReferenceKey)
+}
+
+// DefaultReferenceKey is the metadata key whose value is a payment's
+// reference unless configured otherwise (PAYGATE_STRIPE_REFERENCE_KEY).
+const DefaultReferenceKey = "order_id"
+
+// NewMapper is the Mapper of an account whose payments carry their order
+// reference under the metadata key referenceKey (DefaultReferenceKey when
+// empty).
+func NewMapper(referenceKey string) provider.Mapper {
+	if referenceKey == "" {
+		referenceKey = DefaultReferenceKey
+	}
+	return provider.MapperFunc(func(payload []byte) (provider.Effects, error) { return effects(payload, referenceKey) })
+}
+
+func effects(payload []byte, referenceKey string) (provider.Effects, error) {
 	var env stripeEnvelope
 	if err := strictjson.Unmarshal(payload, &env); err != nil {
 		return provider.Effects{}, permanent("decode event: %v", err)
@@ -115,7 +139,7 @@ func Effects(payload []byte) (provider.Effects, error) {
 	if err != nil {
 		return provider.Effects{}, permanent("event created: %v", err)
 	}
-	m := mapper{eventID: env.ID, at: at}
+	m := mapper{eventID: env.ID, at: at, referenceKey: referenceKey}
 	obj := env.Data.Object
 	switch env.Type {
 	case "payment_intent.processing", "payment_intent.amount_capturable_updated",
@@ -146,9 +170,22 @@ func Effects(payload []byte) (provider.Effects, error) {
 }
 
 type mapper struct {
-	eventID string
-	at      time.Time
-	out     provider.Effects
+	eventID      string
+	at           time.Time
+	referenceKey string
+	out          provider.Effects
+}
+
+// details records the merchant's words an object carries: the payment's
+// own object's (its PaymentIntent, or the charge of a payment without one),
+// or, from the charge of a PaymentIntent, the copy Stripe made of the
+// PaymentIntent's when it created the charge. The copy names the order as
+// soon as the first of Stripe's simultaneous events arrives, and gives way
+// to the PaymentIntent's own words once they are seen (statemachine.Stamp).
+func (m *mapper) details(customer any, description string, raw map[string]any, copied bool) {
+	metadata := provider.StringValues(raw)
+	m.out.Details = statemachine.Reported(metadata[m.referenceKey], idOf(customer), description, metadata,
+		statemachine.Stamp{At: m.at, EventID: m.eventID, Copy: copied})
 }
 
 func permanent(format string, args ...any) error {
@@ -247,6 +284,7 @@ func (m *mapper) paymentIntent(typ string, obj json.RawMessage) error {
 	if pi.ReceiptEmail != "" {
 		m.out.ReceiptEmail, m.out.ReceiptEmailKnown = pi.ReceiptEmail, true
 	}
+	m.details(pi.Customer, pi.Description, pi.Metadata, false)
 	amount, cur, err := money(pi.Amount, pi.Currency, "payment_intent.amount")
 	if err != nil {
 		return err
@@ -301,6 +339,7 @@ func (m *mapper) charge(typ string, obj json.RawMessage) error {
 		return err
 	}
 	m.out.ReceiptEmail, m.out.ReceiptEmailKnown = or(ch.ReceiptEmail, ch.BillingDetails.Email), true
+	m.details(ch.Customer, ch.Description, ch.Metadata, idOf(ch.PaymentIntent) != "")
 	amount, cur, err := money(ch.Amount, ch.Currency, "charge.amount")
 	if err != nil {
 		return err

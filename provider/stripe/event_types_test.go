@@ -14,7 +14,7 @@ import (
 )
 
 // TestEventTypesAreWhatEffectsMaps reads effects.go: the types the switch of
-// Effects maps are exactly EventTypes, so the list an endpoint is
+// effects (behind Effects and NewMapper) maps are exactly EventTypes, so the list an endpoint is
 // subscribed to (paygate stripe-events) can neither miss a mapped type nor
 // name one that is ignored.
 func TestEventTypesAreWhatEffectsMaps(t *testing.T) {
@@ -24,7 +24,7 @@ func TestEventTypesAreWhatEffectsMaps(t *testing.T) {
 	var mapped []string
 	ast.Inspect(f, func(n ast.Node) bool {
 		fn, ok := n.(*ast.FuncDecl)
-		if !ok || fn.Name.Name != "Effects" {
+		if !ok || fn.Name.Name != "effects" {
 			return true
 		}
 		ast.Inspect(fn.Body, func(n ast.Node) bool {

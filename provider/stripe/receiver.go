@@ -54,5 +54,6 @@ func (r *Receiver) Acknowledge(_ []provider.Event, duplicate []bool) provider.An
 	return provider.Acknowledge(duplicate)
 }
 
-// Mapper maps stored Stripe events with Effects.
+// Mapper maps stored Stripe events with Effects (references under
+// DefaultReferenceKey; NewMapper for another key).
 var Mapper provider.Mapper = provider.MapperFunc(Effects)
