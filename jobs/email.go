@@ -136,17 +136,17 @@ type EmailPayment struct {
 
 // emailData is Email's payload as stored in email_outbox.data.
 type emailData struct {
-	PaymentID string `json:"payment_id,omitempty"`
-	Amount    string `json:"amount,omitempty"`
-	Currency  string `json:"currency,omitempty"`
-	Reason    string `json:"reason,omitempty"`
-	Provider  string `json:"provider,omitempty"`
-	EventID   string `json:"event_id,omitempty"`
-	EventType string `json:"event_type,omitempty"`
-	Date      string `json:"date,omitempty"`
-	Batch     string `json:"batch,omitempty"`
-	RunStatus string `json:"run_status,omitempty"`
-	Endpoint  string `json:"endpoint_id,omitempty"`
+	PaymentID string         `json:"payment_id,omitempty"`
+	Amount    string         `json:"amount,omitempty"`
+	Currency  string         `json:"currency,omitempty"`
+	Reason    string         `json:"reason,omitempty"`
+	Provider  string         `json:"provider,omitempty"`
+	EventID   string         `json:"event_id,omitempty"`
+	EventType string         `json:"event_type,omitempty"`
+	Date      string         `json:"date,omitempty"`
+	Batch     string         `json:"batch,omitempty"`
+	RunStatus string         `json:"run_status,omitempty"`
+	Endpoint  string         `json:"endpoint_id,omitempty"`
 	Reference string         `json:"reference,omitempty"`
 	Payments  []EmailPayment `json:"payments,omitempty"`
 }
