@@ -21,6 +21,15 @@ var ErrBadCursor = errors.New("invalid cursor")
 type PaymentFilter struct {
 	Status   statemachine.State
 	Currency string
+	// Reference and Customer select the payments of an order reference or
+	// a customer, exactly.
+	Reference string
+	Customer  string
+	// Q selects the payments a person searching for Q means: the payment
+	// with that id, and those of that reference or customer, exactly; with
+	// QEmail, also those whose receipt email is Q, whatever its case.
+	Q      string
+	QEmail bool
 }
 
 // DefaultPaymentLimit and MaxPaymentLimit bound a page of ListPayments.
@@ -67,6 +76,27 @@ func ListPayments(ctx context.Context, q Querier, f PaymentFilter, cursor string
 	if f.Currency != "" {
 		args = append(args, f.Currency)
 		conds = append(conds, fmt.Sprintf("currency = $%d", len(args)))
+	}
+	if f.Reference != "" {
+		args = append(args, f.Reference)
+		conds = append(conds, fmt.Sprintf("reference = $%d", len(args)))
+	}
+	if f.Customer != "" {
+		args = append(args, f.Customer)
+		conds = append(conds, fmt.Sprintf("customer = $%d", len(args)))
+	}
+	if f.Q != "" {
+		// Each alternative is one of the payments' indexes (the primary
+		// key, payments_reference_idx, payments_customer_idx,
+		// payments_receipt_email_idx): a lookup stays an index scan however
+		// many payments there are.
+		args = append(args, f.Q)
+		n := len(args)
+		alts := fmt.Sprintf("id = $%d OR reference = $%d OR customer = $%d", n, n, n)
+		if f.QEmail {
+			alts += fmt.Sprintf(" OR (lower(receipt_email) = lower($%d) AND receipt_email IS NOT NULL AND receipt_email <> '')", n)
+		}
+		conds = append(conds, "("+alts+")")
 	}
 	if cursor != "" {
 		at, id, err := parsePaymentCursor(cursor)
