@@ -31,11 +31,19 @@ const (
 	// A month closed by finance names the period (YYYY-MM) in EventID and
 	// AuditProviderLedger in Provider.
 	ActionPeriodClose Action = "period_close"
+	// A double charge dismissed by ops names its reference in EventID and
+	// AuditProviderPayments in Provider, with ops' note as its Reason.
+	ActionDoubleChargeDismiss Action = "double_charge_dismiss"
 )
 
 // AuditProviderLedger is the Provider of the audit entries about the books
 // themselves (a closed period), which belong to no provider.
 const AuditProviderLedger = "ledger"
+
+// AuditProviderPayments is the Provider of the audit entries about a
+// merchant's reference (a double charge), whose payments may be at several
+// providers.
+const AuditProviderPayments = "payments"
 
 // Operation says who acts and why. Every operator action records it in the
 // audit log, in the transaction of the action itself.
