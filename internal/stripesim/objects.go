@@ -24,6 +24,8 @@ type paymentIntent struct {
 	ConfirmationMethod string            `json:"confirmation_method"`
 	Created            int64             `json:"created"`
 	Currency           string            `json:"currency"`
+	Customer           *string           `json:"customer"`
+	Description        *string           `json:"description"`
 	LastPaymentError   *paymentError     `json:"last_payment_error"`
 	LatestCharge       *string           `json:"latest_charge"`
 	Livemode           bool              `json:"livemode"`
@@ -67,6 +69,8 @@ type charge struct {
 	Captured           bool              `json:"captured"`
 	Created            int64             `json:"created"`
 	Currency           string            `json:"currency"`
+	Customer           *string           `json:"customer"`
+	Description        *string           `json:"description"`
 	Disputed           bool              `json:"disputed"`
 	FailureCode        *string           `json:"failure_code"`
 	FailureMessage     *string           `json:"failure_message"`

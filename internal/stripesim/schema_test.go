@@ -130,11 +130,13 @@ func schemaScenario() *Sim {
 		SettlementCurrency: "usd",
 		ExchangeRates:      map[string]string{"eur": "1.085"},
 	})
-	meta := map[string]string{"order_id": "ord_1001"}
-	auto := sim.Pay(PayOpts{Amount: 2000, Currency: "usd", Email: "ada@example.com", Name: "Ada Lovelace", Metadata: meta})
+	ada := sim.CreateCustomer(CustomerOpts{Email: "ada@example.com", Name: "Ada Lovelace", Metadata: map[string]string{"shop_customer": "c-17"}})
+	auto := sim.Pay(PayOpts{Amount: 2000, Currency: "usd", Email: "ada@example.com", Name: "Ada Lovelace",
+		OrderID: "ord-1001", Customer: ada, Description: "Order ord-1001: a notebook", Metadata: map[string]string{"cart_id": "cart_9"}})
 	sim.Advance(time.Hour)
-	manual := sim.Pay(PayOpts{Amount: 5000, Currency: "eur", Email: "emmy@example.com", ManualCapture: true})
+	manual := sim.Pay(PayOpts{Amount: 5000, Currency: "eur", Email: "emmy@example.com", ManualCapture: true, OrderID: "ord-1002"})
 	sim.Advance(26 * time.Hour)
+	sim.UpdatePayment(manual, PaymentUpdate{Description: "Order ord-1002, shipped", Metadata: map[string]string{"shipment": "shp_1"}})
 	sim.Capture(manual)
 	canceled := sim.Pay(PayOpts{Amount: 700, ManualCapture: true})
 	sim.Cancel(canceled)

@@ -30,6 +30,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shopspring/decimal"
 )
@@ -110,6 +111,7 @@ type Sim struct {
 	reqSeq     atomic.Uint64 // request ids of API answers, apart from the seeded ids
 	intents    map[string]*paymentIntent
 	charges    map[string]*charge
+	customers  map[string]*customer
 	refunds    map[string]*refund
 	disputs    map[string]*dispute
 	payouts    map[string]*payout
@@ -133,22 +135,23 @@ type Sim struct {
 // New returns a simulator with an empty account.
 func New(cfg Config) *Sim {
 	s := &Sim{
-		apiKey:   cfg.APIKey,
-		secret:   cfg.WebhookSecret,
-		seed:     cfg.Seed,
-		now:      cfg.Now,
-		fees:     StandardFees,
-		intents:  map[string]*paymentIntent{},
-		charges:  map[string]*charge{},
-		refunds:  map[string]*refund{},
-		disputs:  map[string]*dispute{},
-		payouts:  map[string]*payout{},
-		eventIdx: map[string]int{},
-		skipped:  map[string]bool{},
-		txnIdx:   map[string]int{},
-		dropped:  map[string]bool{},
-		payoutOf: map[string]string{},
-		issued:   map[string]struct{}{},
+		apiKey:    cfg.APIKey,
+		secret:    cfg.WebhookSecret,
+		seed:      cfg.Seed,
+		now:       cfg.Now,
+		fees:      StandardFees,
+		intents:   map[string]*paymentIntent{},
+		charges:   map[string]*charge{},
+		customers: map[string]*customer{},
+		refunds:   map[string]*refund{},
+		disputs:   map[string]*dispute{},
+		payouts:   map[string]*payout{},
+		eventIdx:  map[string]int{},
+		skipped:   map[string]bool{},
+		txnIdx:    map[string]int{},
+		dropped:   map[string]bool{},
+		payoutOf:  map[string]string{},
+		issued:    map[string]struct{}{},
 	}
 	if s.apiKey == "" {
 		s.apiKey = DefaultAPIKey
@@ -333,6 +336,11 @@ type Payment struct {
 	Currency        string
 	Email           string
 	ManualCapture   bool
+	// Customer, Description and Metadata are the PaymentIntent's, as Pay
+	// or UpdatePayment last set them: Customer a cus_ id, or empty.
+	Customer    string
+	Description string
+	Metadata    map[string]string
 	// BalanceTransactionID is the charge's balance transaction; empty until
 	// the charge is captured.
 	BalanceTransactionID string
@@ -360,8 +368,37 @@ type PayOpts struct {
 	// Declined stops after the declined attempts (at least one): the
 	// customer gives up and the intent stays requires_payment_method.
 	Declined bool
-	// Metadata is copied to the intent and its charges.
+	// OrderID is the shop's order the payment is for, sent as the
+	// metadata key order_id, the key paygate reads a payment's reference
+	// from by default. It replaces an order_id in Metadata.
+	OrderID string
+	// Customer is the Customer paying: a cus_ id CreateCustomer returned.
+	Customer string
+	// Description is the shop's words for the payment ("Order ord-1001:
+	// 2 mugs").
+	Description string
+	// Metadata is the intent's metadata (with OrderID).
 	Metadata map[string]string
+}
+
+// The limits Stripe puts on an object's metadata; a request beyond them is
+// refused with invalid_request_error.
+const (
+	maxMetadataKeys     = 50
+	maxMetadataKeyLen   = 40
+	maxMetadataValueLen = 500
+)
+
+// checkMetadata panics, naming op, when m is beyond what Stripe accepts.
+func checkMetadata(op string, m map[string]string) {
+	if len(m) > maxMetadataKeys {
+		panic(fmt.Sprintf("stripesim: %s: %d metadata keys, Stripe takes at most %d", op, len(m), maxMetadataKeys))
+	}
+	for k, v := range m {
+		if k == "" || utf8.RuneCountInString(k) > maxMetadataKeyLen || utf8.RuneCountInString(v) > maxMetadataValueLen {
+			panic(fmt.Sprintf("stripesim: %s: metadata %q: keys are 1 to %d characters, values at most %d", op, k, maxMetadataKeyLen, maxMetadataValueLen))
+		}
+	}
 }
 
 // Pay creates a PaymentIntent and runs it to its outcome, emitting, in order:
@@ -369,7 +406,13 @@ type PayOpts struct {
 // payment_intent.payment_failed per declined attempt, then charge.succeeded
 // followed by payment_intent.succeeded, or by
 // payment_intent.amount_capturable_updated for a manual capture.
-// It panics if Amount is not positive or FailFirst is negative.
+//
+// Each charge carries a copy of the intent's metadata, customer and
+// description, taken when the attempt is confirmed, as Stripe copies them:
+// a later UpdatePayment changes the intent, not its charges.
+//
+// It panics if Amount is not positive, FailFirst is negative, Customer is
+// not a Customer of the account or Metadata is beyond Stripe's limits.
 func (s *Sim) Pay(opts PayOpts) *Payment {
 	if opts.Amount <= 0 {
 		panic(fmt.Sprintf("stripesim: Pay: amount must be positive, got %d", opts.Amount))
@@ -381,8 +424,16 @@ func (s *Sim) Pay(opts PayOpts) *Payment {
 	if cur == "" {
 		cur = "usd"
 	}
+	meta := copyMeta(opts.Metadata)
+	if opts.OrderID != "" {
+		meta["order_id"] = opts.OrderID
+	}
+	checkMetadata("Pay", meta)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.customers[opts.Customer]; opts.Customer != "" && !ok {
+		panic(fmt.Sprintf("stripesim: Pay: no such customer %q", opts.Customer))
+	}
 
 	pi := &paymentIntent{
 		ID:                 s.newID("pi"),
@@ -391,7 +442,9 @@ func (s *Sim) Pay(opts PayOpts) *Payment {
 		CaptureMethod:      "automatic",
 		Created:            s.unix(),
 		Currency:           cur,
-		Metadata:           copyMeta(opts.Metadata),
+		Customer:           nullable(opts.Customer),
+		Description:        nullable(opts.Description),
+		Metadata:           meta,
 		PaymentMethodTypes: []string{"card"},
 		ReceiptEmail:       nullable(opts.Email),
 		Status:             "requires_payment_method",
@@ -400,7 +453,8 @@ func (s *Sim) Pay(opts PayOpts) *Payment {
 		pi.CaptureMethod = "manual"
 	}
 	s.intents[pi.ID] = pi
-	p := &Payment{ID: pi.ID, Amount: opts.Amount, Currency: cur, Email: opts.Email, ManualCapture: opts.ManualCapture}
+	p := &Payment{ID: pi.ID, Amount: opts.Amount, Currency: cur, Email: opts.Email, ManualCapture: opts.ManualCapture,
+		Customer: opts.Customer, Description: opts.Description, Metadata: copyMeta(meta)}
 	req := s.newRequestLocked()
 
 	if opts.Processing {
@@ -466,7 +520,9 @@ func (s *Sim) newChargeLocked(pi *paymentIntent, opts PayOpts) *charge {
 		},
 		Created:       s.unix(),
 		Currency:      pi.Currency,
-		Metadata:      copyMeta(opts.Metadata),
+		Customer:      copyPtr(pi.Customer),
+		Description:   copyPtr(pi.Description),
+		Metadata:      copyMeta(pi.Metadata),
 		PaymentIntent: ptr(pi.ID),
 		PaymentMethod: s.newID("pm"),
 		ReceiptEmail:  pi.ReceiptEmail,
@@ -507,6 +563,72 @@ func (s *Sim) intentLocked(p *Payment, op string) (*paymentIntent, *charge) {
 		ch = s.charges[*pi.LatestCharge]
 	}
 	return pi, ch
+}
+
+// PaymentUpdate is a change of a PaymentIntent's merchant fields, as
+// POST /v1/payment_intents/{id} makes it.
+type PaymentUpdate struct {
+	// Description, when not empty, replaces the intent's.
+	Description string
+	// Metadata is merged into the intent's, as Stripe merges it: a key
+	// with an empty value is removed, the others are set.
+	Metadata map[string]string
+}
+
+// UpdatePayment changes the PaymentIntent's description and metadata and
+// updates p. Stripe emits no event for it (there is no
+// payment_intent.updated), and the charges keep the copy they took when
+// they were confirmed: the change shows in the intent's later events only
+// (payment_intent.succeeded of a capture, payment_intent.canceled). It
+// panics on an unknown payment or metadata beyond Stripe's limits.
+func (s *Sim) UpdatePayment(p *Payment, u PaymentUpdate) *Payment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pi, _ := s.intentLocked(p, "UpdatePayment")
+	meta := copyMeta(pi.Metadata)
+	for k, v := range u.Metadata {
+		if v == "" {
+			delete(meta, k)
+		} else {
+			meta[k] = v
+		}
+	}
+	checkMetadata("UpdatePayment", meta)
+	pi.Metadata = meta
+	if u.Description != "" {
+		pi.Description = ptr(u.Description)
+	}
+	p.Description, p.Metadata = deref(pi.Description), copyMeta(meta)
+	return p
+}
+
+// CustomerOpts describes a Customer for Sim.CreateCustomer.
+type CustomerOpts struct {
+	Email    string
+	Name     string
+	Metadata map[string]string
+}
+
+// CreateCustomer creates a Customer, as a shop does for a shopper it
+// keeps, emitting customer.created (a type paygate does not use), and
+// returns its id (cus_…) for PayOpts.Customer. It panics on metadata beyond
+// Stripe's limits.
+func (s *Sim) CreateCustomer(opts CustomerOpts) string {
+	checkMetadata("CreateCustomer", opts.Metadata)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.newCustomerLocked(opts)
+	s.emitLocked(EventCustomerCreated, c, "", s.newRequestLocked(), nil)
+	return c.ID
+}
+
+func (s *Sim) newCustomerLocked(opts CustomerOpts) *customer {
+	c := &customer{
+		ID: s.newID("cus"), Object: "customer", Created: s.unix(),
+		Email: nullable(opts.Email), Name: nullable(opts.Name), Metadata: copyMeta(opts.Metadata),
+	}
+	s.customers[c.ID] = c
+	return c
 }
 
 // Capture captures an authorized manual-capture payment in full, emitting
@@ -921,10 +1043,7 @@ func (s *Sim) FailPayout(po *Payout) *Payout {
 func (s *Sim) Ignored() Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := &customer{
-		ID: s.newID("cus"), Object: "customer", Created: s.unix(),
-		Email: ptr("customer@example.com"), Metadata: map[string]string{},
-	}
+	c := s.newCustomerLocked(CustomerOpts{Email: "customer@example.com"})
 	return s.emitLocked(EventCustomerCreated, c, "", s.newRequestLocked(), nil)
 }
 
@@ -934,6 +1053,13 @@ func copyMeta(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+func copyPtr(p *string) *string {
+	if p == nil {
+		return nil
+	}
+	return ptr(*p)
 }
 
 func deref(p *string) string {
