@@ -68,7 +68,10 @@ const (
 // allows.
 var DisputeStatuses = []string{"Unresponded", "Responded", "Expired", "Undefended", "Accepted", "Pending", "Lost", "Won"}
 
-// itemLocked builds an item of payment p dated now and signs it.
+// itemLocked builds an item of payment p dated now and signs it. An item
+// about a modification whose request gave a reference carries that
+// reference as merchantReference, as Adyen sends it; one whose request gave
+// none carries the payment's.
 func (s *Sim) itemLocked(code, psp string, p *payment, value int64, success bool, reason string, extra map[string]string) Item {
 	it := Item{
 		AdditionalData:      map[string]string{},
@@ -84,6 +87,9 @@ func (s *Sim) itemLocked(code, psp string, p *payment, value int64, success bool
 	}
 	if psp != p.psp {
 		it.OriginalReference = p.psp
+		if ref := s.modRefs[psp]; ref != "" {
+			it.MerchantReference = ref
+		}
 	}
 	maps.Copy(it.AdditionalData, extra)
 	return s.signLocked(it)
@@ -95,33 +101,93 @@ func (s *Sim) itemLocked(code, psp string, p *payment, value int64, success bool
 // the reason "<auth code>:<card summary>:<expiry>", else refused. It panics
 // if value is not positive or currency is not three letters.
 func (s *Sim) Authorise(value int64, currency, merchantRef string, success bool) (string, Item) {
-	positive("Authorise", value)
-	cur := strings.ToUpper(currency)
+	return s.AuthoriseWith(AuthoriseOpts{Value: value, Currency: currency, Reference: merchantRef, Refused: !success})
+}
+
+// AuthoriseOpts describes a payment request for AuthoriseWith.
+type AuthoriseOpts struct {
+	// Value is in minor units of Currency, an ISO 4217 code (upper-cased).
+	Value    int64
+	Currency string
+	// Reference is the merchant's reference of the payment: the order.
+	Reference string
+	// ShopperReference is the merchant's id of the shopper, sent back as
+	// additionalData.shopperReference.
+	ShopperReference string
+	// Metadata is the request's metadata: each entry is sent back as
+	// additionalData["metadata.<key>"], as Adyen does when the merchant
+	// account is set to include it.
+	Metadata map[string]string
+	// Refused makes the issuer refuse the payment.
+	Refused bool
+}
+
+// AuthoriseWith makes the payment opts describes and returns its
+// pspReference and its AUTHORISATION, as Authorise does; only the
+// AUTHORISATION carries the shopper's reference and the metadata, as
+// Adyen sends them (a modification's items do not). It panics as
+// Authorise does, and on an empty metadata key.
+func (s *Sim) AuthoriseWith(opts AuthoriseOpts) (string, Item) {
+	positive("Authorise", opts.Value)
+	cur := strings.ToUpper(opts.Currency)
 	if len(cur) != 3 || strings.Trim(cur, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
-		panic(fmt.Sprintf("adyensim: Authorise: %q is not an ISO 4217 code", currency))
+		panic(fmt.Sprintf("adyensim: Authorise: %q is not an ISO 4217 code", opts.Currency))
+	}
+	if _, ok := opts.Metadata[""]; ok {
+		panic("adyensim: Authorise: an empty metadata key")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := &payment{
-		psp: s.newPSPLocked(), value: value, currency: cur, reference: merchantRef, authorised: success,
+		psp: s.newPSPLocked(), value: opts.Value, currency: cur, reference: opts.Reference, authorised: !opts.Refused,
+		shopperReference: opts.ShopperReference, metadata: maps.Clone(opts.Metadata),
 		captures: map[string]bool{}, refunds: map[string]bool{}, disputes: map[string]bool{},
 	}
 	s.payments[p.psp] = p
+	extra := map[string]string{"cardSummary": cardSummary, "expiryDate": cardExpiry}
+	if p.shopperReference != "" {
+		extra["shopperReference"] = p.shopperReference
+	}
+	for k, v := range p.metadata {
+		extra["metadata."+k] = v
+	}
 	var it Item
-	if success {
+	if !opts.Refused {
 		auth := fmt.Sprintf("%06d", s.rng.IntN(1_000_000))
 		p.authCode = auth
-		it = s.itemLocked(EventAuthorisation, p.psp, p, value, true, auth+":"+cardSummary+":"+cardExpiry, map[string]string{
-			"authCode": auth, "cardSummary": cardSummary, "expiryDate": cardExpiry, "cardBin": "411111",
-		})
+		extra["authCode"], extra["cardBin"] = auth, "411111"
+		it = s.itemLocked(EventAuthorisation, p.psp, p, opts.Value, true, auth+":"+cardSummary+":"+cardExpiry, extra)
 		it.Operations = []string{"CANCEL", "CAPTURE", "REFUND"}
 	} else {
 		// A refused payment allows no operation, and Adyen then sends none.
-		it = s.itemLocked(EventAuthorisation, p.psp, p, value, false, "Refused", map[string]string{
-			"cardSummary": cardSummary, "expiryDate": cardExpiry, "refusalReasonRaw": "DECLINED",
-		})
+		extra["refusalReasonRaw"] = "DECLINED"
+		it = s.itemLocked(EventAuthorisation, p.psp, p, opts.Value, false, "Refused", extra)
 	}
 	return p.psp, it
+}
+
+// ReferenceNextModification makes the script's next modification request
+// (Capture, Cancel, CancelOrRefund or Refund) give ref as its reference:
+// its item, and every later item about it (CAPTURE_FAILED, REFUND_FAILED,
+// REFUNDED_REVERSED), carries ref as merchantReference, and its settlement
+// row as Modification Merchant Reference. Without it a modification's
+// items carry the payment's merchantReference, as Adyen sends them for a
+// request that gave no reference.
+func (s *Sim) ReferenceNextModification(ref string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextModRef = ref
+}
+
+// newModificationLocked returns the pspReference of a modification the
+// script asks for, noting the reference its request gave.
+func (s *Sim) newModificationLocked() (psp, ref string) {
+	psp, ref = s.newPSPLocked(), s.nextModRef
+	s.nextModRef = ""
+	if ref != "" {
+		s.modRefs[psp] = ref
+	}
+	return psp, ref
 }
 
 // Capture captures value of the authorised payment paymentPSP and returns
@@ -131,10 +197,10 @@ func (s *Sim) Capture(paymentPSP string, value int64) (string, Item) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.authorisedLocked("Capture", paymentPSP)
-	psp := s.newPSPLocked()
+	psp, ref := s.newModificationLocked()
 	p.captures[psp] = true
 	p.captured += value
-	s.moveLocked(RowSettled, psp, p, value)
+	s.moveLocked(RowSettled, psp, p, value).modMerchantRef = ref
 	return psp, s.itemLocked(EventCapture, psp, p, value, true, "", nil)
 }
 
@@ -161,7 +227,7 @@ func (s *Sim) Cancel(paymentPSP string) (string, Item) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.authorisedLocked("Cancel", paymentPSP)
-	psp := s.newPSPLocked()
+	psp, _ := s.newModificationLocked()
 	return psp, s.itemLocked(EventCancellation, psp, p, p.value, true, "", nil)
 }
 
@@ -176,10 +242,10 @@ func (s *Sim) CancelOrRefund(paymentPSP, action string) (string, Item) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.authorisedLocked("CancelOrRefund", paymentPSP)
-	psp := s.newPSPLocked()
+	psp, ref := s.newModificationLocked()
 	if action == "refund" {
 		p.refunds[psp] = true
-		s.moveLocked(RowRefunded, psp, p, p.value)
+		s.moveLocked(RowRefunded, psp, p, p.value).modMerchantRef = ref
 	}
 	return psp, s.itemLocked(EventCancelOrRefund, psp, p, p.value, true, "", map[string]string{"modification.action": action})
 }
@@ -192,14 +258,14 @@ func (s *Sim) Refund(paymentPSP string, value int64, success bool) (string, Item
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.authorisedLocked("Refund", paymentPSP)
-	psp := s.newPSPLocked()
+	psp, ref := s.newModificationLocked()
 	p.refunds[psp] = true
 	reason := ""
 	if !success {
 		reason = "Insufficient balance on payment"
 	} else {
 		p.refunded += value
-		s.moveLocked(RowRefunded, psp, p, value)
+		s.moveLocked(RowRefunded, psp, p, value).modMerchantRef = ref
 	}
 	return psp, s.itemLocked(EventRefund, psp, p, value, success, reason, nil)
 }
@@ -214,7 +280,7 @@ func (s *Sim) RefundFailed(paymentPSP, refundPSP string, value int64) Item {
 	p := s.refundOfLocked("RefundFailed", paymentPSP, refundPSP)
 	p.refunded -= value
 	s.moveLocked(RowRefundedReversed, refundPSP, p, value)
-	return s.refundItemLocked(s.itemLocked(EventRefundFailed, refundPSP, p, value, true, "Refund Failed", map[string]string{"paymentMethodVariant": paymentMethod}))
+	return s.itemLocked(EventRefundFailed, refundPSP, p, value, true, "Refund Failed", map[string]string{"paymentMethodVariant": paymentMethod})
 }
 
 // RefundedReversed is the REFUNDED_REVERSED Adyen sends when the money of
@@ -227,22 +293,7 @@ func (s *Sim) RefundedReversed(paymentPSP, refundPSP string, value int64) Item {
 	p := s.refundOfLocked("RefundedReversed", paymentPSP, refundPSP)
 	p.refunded -= value
 	s.moveLocked(RowRefundedReversed, refundPSP, p, value)
-	return s.refundItemLocked(s.itemLocked(EventRefundedReversed, refundPSP, p, value, true, "", nil))
-}
-
-// refundItemLocked is it, an item about a refund, as Adyen sends it: a
-// refund asked through the Checkout API is named in every item about it
-// by the reference its request gave, as merchantReference (Adyen's
-// Webhooks-v1 examples of REFUND, REFUND_FAILED and REFUNDED_REVERSED
-// carry the same merchantReference).
-func (s *Sim) refundItemLocked(it Item) Item {
-	for _, c := range s.checkout.refunds {
-		if c.PspReference == it.PspReference {
-			it.MerchantReference = c.Reference
-			return s.signLocked(it)
-		}
-	}
-	return it
+	return s.itemLocked(EventRefundedReversed, refundPSP, p, value, true, "", nil)
 }
 
 func (s *Sim) refundOfLocked(method, paymentPSP, refundPSP string) *payment {

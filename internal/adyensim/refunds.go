@@ -257,7 +257,7 @@ func (s *Sim) RefundOutcome(refundPSP string, success bool, reason string) Item 
 	} else {
 		p.refunded -= r.Value
 	}
-	return s.refundItemLocked(s.itemLocked(EventRefund, r.PspReference, p, r.Value, success, reason, map[string]string{"paymentMethodVariant": paymentMethod}))
+	return s.itemLocked(EventRefund, r.PspReference, p, r.Value, success, reason, map[string]string{"paymentMethodVariant": paymentMethod})
 }
 
 // maxRequest bounds a request body: Adyen's refund requests are small.
@@ -362,6 +362,13 @@ func (s *Sim) refundLocked(paymentPSP, key string, body []byte) (status int, ans
 				req.Amount.Value, p.currency, p.captured-p.refunded), ErrorType: "validation"}), false, nil
 	}
 	psp := s.newPSPLocked()
+	if req.Reference != "" {
+		// Every item about the refund names it by its request's
+		// reference (Adyen's Webhooks-v1 examples of REFUND,
+		// REFUND_FAILED and REFUNDED_REVERSED carry the same
+		// merchantReference).
+		s.modRefs[psp] = req.Reference
+	}
 	p.refunds[psp] = true
 	p.refunded += req.Amount.Value
 	s.checkout.refunds = append(s.checkout.refunds, &CheckoutRefund{

@@ -106,21 +106,30 @@ type Sim struct {
 
 	refs     map[string]bool     // every pspReference handed out
 	payments map[string]*payment // by the payment's pspReference
+	// modRefs are the references modification requests gave, by the
+	// modification's pspReference; nextModRef is the one the script's
+	// next modification gives (ReferenceNextModification).
+	modRefs    map[string]string
+	nextModRef string
 
 	checkout checkout // the Checkout API's refunds (refunds.go)
 	reports  reports  // settlement batches and their files (report.go)
 }
 
 type payment struct {
-	psp        string
-	value      int64
-	currency   string
-	reference  string
-	authorised bool
-	authCode   string
-	captures   map[string]bool
-	refunds    map[string]bool
-	disputes   map[string]bool
+	psp       string
+	value     int64
+	currency  string
+	reference string
+	// shopperReference and metadata are what the payment request gave
+	// besides the merchant's reference; the AUTHORISATION carries them.
+	shopperReference string
+	metadata         map[string]string
+	authorised       bool
+	authCode         string
+	captures         map[string]bool
+	refunds          map[string]bool
+	disputes         map[string]bool
 	// captured and refunded are Adyen's accounting of the payment, in
 	// minor units: refunds asked through the Checkout API may not exceed
 	// captured − refunded (refunds not refused count).
@@ -141,6 +150,7 @@ func New(cfg Config) *Sim {
 		client:   cfg.Client,
 		refs:     map[string]bool{},
 		payments: map[string]*payment{},
+		modRefs:  map[string]string{},
 		checkout: newCheckout(cfg.APIKey),
 		reports:  newReports(cfg),
 	}
