@@ -15,7 +15,7 @@ import (
 // journalVersion names the scripts a journal was written with: a journal
 // of another version would replay into other ids, so it is set aside and
 // the world starts afresh. Raise it whenever a day's script changes.
-const journalVersion = 1
+const journalVersion = 2
 
 // journalHeader is a journal's first line: what the simulators were made
 // from.

@@ -79,6 +79,7 @@ type World struct {
 	mu      sync.Mutex
 	journal *journal
 	days    []string
+	shop    *shop
 
 	// Webhooks that follow a refund leave after its answer, in the
 	// background, until Close.
@@ -125,6 +126,7 @@ func Open(cfg Config) (*World, error) {
 		}),
 		receiver: newReceiver(cfg.Now),
 		journal:  j,
+		shop:     newShop(),
 	}
 	w.stripeAPI, w.checkoutAPI = w.stripe.Handler(), w.adyen.CheckoutHandler()
 	w.ctx, w.cancel = context.WithCancel(context.Background())
@@ -212,18 +214,29 @@ func catch(f func()) (err error) {
 	return nil
 }
 
+// dayScript is what a day's story made.
+type dayScript struct {
+	stripeEvents  []stripesim.Event
+	items         []adyensim.Item
+	payments      []Payment
+	refunds       []Refund
+	doubleCharges []DoubleCharge
+}
+
 // script plays day's story on both simulators and returns what it made.
 // The caller holds mu.
-func (w *World) script(day time.Time) (stripeEvents []stripesim.Event, items []adyensim.Item, payments []Payment, refunds []Refund) {
+func (w *World) script(day time.Time) dayScript {
 	before := len(w.stripe.Events())
-	sp, sr := stripeDay(w.stripe, day)
-	stripeEvents = w.stripe.Events()[before:]
-	items, ap, ar := adyenDay(w.adyen, day)
+	sp, sr, twice := stripeDay(w.stripe, w.shop, day)
+	stripeEvents := w.stripe.Events()[before:]
+	items, ap, ar := adyenDay(w.adyen, w.shop, day)
+	w.shop.orders += ordersPerDay
 	w.days = append(w.days, day.Format(time.DateOnly))
 	now := w.cfg.Now()
 	w.stripe.SetNow(now)
 	w.adyen.SetNow(now)
-	return stripeEvents, items, slices.Concat(sp, ap), slices.Concat(sr, ar)
+	return dayScript{stripeEvents: stripeEvents, items: items, payments: slices.Concat(sp, ap),
+		refunds: slices.Concat(sr, ar), doubleCharges: []DoubleCharge{twice}}
 }
 
 // DayReport is what PlayDay did.
@@ -234,6 +247,9 @@ type DayReport struct {
 	Payments []Payment `json:"payments"`
 	// Refunds are the refunds the day's story asks of paygate.
 	Refunds []Refund `json:"refunds"`
+	// DoubleCharges are the orders the day charges more than once, which
+	// paygate detects; a refund among Refunds resolves each.
+	DoubleCharges []DoubleCharge `json:"double_charges"`
 }
 
 // Delivery is how one provider's webhooks of the day went.
@@ -258,14 +274,14 @@ func (w *World) PlayDay(ctx context.Context, day time.Time) (DayReport, error) {
 		w.mu.Unlock()
 		return DayReport{}, err
 	}
-	events, items, payments, refunds := w.script(day)
+	sc := w.script(day)
 	w.mu.Unlock()
 
-	rep := DayReport{Date: day.Format(time.DateOnly), Payments: payments, Refunds: refunds,
-		Stripe: Delivery{URL: w.cfg.GatewayURL + "/webhooks/stripe", Events: len(events), Failed: []string{}},
-		Adyen:  Delivery{URL: w.cfg.GatewayURL + "/webhooks/adyen", Events: len(items), Failed: []string{}},
+	rep := DayReport{Date: day.Format(time.DateOnly), Payments: sc.payments, Refunds: sc.refunds, DoubleCharges: sc.doubleCharges,
+		Stripe: Delivery{URL: w.cfg.GatewayURL + "/webhooks/stripe", Events: len(sc.stripeEvents), Failed: []string{}},
+		Adyen:  Delivery{URL: w.cfg.GatewayURL + "/webhooks/adyen", Events: len(sc.items), Failed: []string{}},
 	}
-	results, err := w.stripe.Deliver(ctx, rep.Stripe.URL, events, &stripesim.DeliverOpts{
+	results, err := w.stripe.Deliver(ctx, rep.Stripe.URL, sc.stripeEvents, &stripesim.DeliverOpts{
 		Concurrency: 4, Client: w.cfg.Client, MaxAttempts: 3, Backoff: 200 * time.Millisecond,
 	})
 	if err != nil && !errors.Is(err, stripesim.ErrNotDelivered) {
@@ -282,7 +298,7 @@ func (w *World) PlayDay(ctx context.Context, day time.Time) (DayReport, error) {
 			rep.Stripe.Failed = append(rep.Stripe.Failed, describe(r.EventID, r.Status, r.Body, r.Err))
 		}
 	}
-	for _, it := range items {
+	for _, it := range sc.items {
 		if err := w.deliverAdyen(ctx, it); err != nil {
 			if ctx.Err() != nil {
 				return rep, ctx.Err()

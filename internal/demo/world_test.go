@@ -248,3 +248,136 @@ func TestControlNeedsTheKey(t *testing.T) {
 	require.Equal(t, WorldName, info.World)
 	require.Equal(t, "http://127.0.0.1:12111"+ReceiverPath, info.ReceiverURL)
 }
+
+// TestDaysSpeakTheShopsReferences: every payment of a day names its order
+// and its shopper; the orders are the shop's, numbered on from one day to
+// the next, each paid once except the one the day charges twice, whose
+// extra payment is among the refunds. What the providers send carries the
+// same words: Stripe's objects the order_id, the Customer and the
+// description, Adyen's AUTHORISATION the merchantReference, the
+// shopperReference and the cart. A shopper keeps one Stripe Customer
+// across days.
+func TestDaysSpeakTheShopsReferences(t *testing.T) {
+	t.Parallel()
+	gw := &gateway{}
+	w, err := Open(testConfig(gw.start(t).URL, ""))
+	require.NoError(t, err)
+	defer w.Close()
+	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
+
+	type stripeObject struct {
+		ID          string            `json:"id"`
+		Object      string            `json:"object"`
+		Customer    *string           `json:"customer"`
+		Description *string           `json:"description"`
+		Metadata    map[string]string `json:"metadata"`
+	}
+	customers := map[string]string{} // a Stripe Customer → the order of its first payment
+	var orders []string
+	for d := range 2 {
+		before := len(w.stripe.Events())
+		rep, err := w.PlayDay(t.Context(), day)
+		require.NoError(t, err)
+		require.Len(t, rep.Payments, 19)
+
+		paid := map[string][]string{}
+		for _, p := range rep.Payments {
+			require.Regexp(t, `^ord-1\d{3}$`, p.Reference, p.ID)
+			require.NotEmpty(t, p.Customer, p.ID)
+			if p.Provider == "stripe" {
+				require.Regexp(t, `^cus_`, p.Customer)
+			} else {
+				require.Regexp(t, `^cust-[a-z]+$`, p.Customer)
+			}
+			paid[p.Reference] = append(paid[p.Reference], p.ID)
+		}
+		require.Len(t, paid, ordersPerDay, "every order of the day numbered once")
+		for n := 1; n <= ordersPerDay; n++ {
+			ref := fmt.Sprintf("ord-%d", 1000+d*ordersPerDay+n)
+			require.Contains(t, paid, ref, "day %d numbers on from the day before", d+1)
+			orders = append(orders, ref)
+		}
+		require.Len(t, rep.DoubleCharges, 1)
+		twice := rep.DoubleCharges[0]
+		require.Equal(t, paid[twice.Reference], twice.Payments, "the order charged twice")
+		require.Len(t, twice.Payments, 2)
+		require.Equal(t, twice.Payments[1], twice.Extra)
+		for ref, ids := range paid {
+			if ref != twice.Reference {
+				require.Len(t, ids, 1, "%s is paid once", ref)
+			}
+		}
+		var extra *Refund
+		for i, r := range rep.Refunds {
+			require.Equal(t, paymentOf(t, rep, r.PaymentID).Reference, r.Reference)
+			if r.PaymentID == twice.Extra {
+				extra = &rep.Refunds[i]
+			}
+		}
+		require.NotNil(t, extra, "the extra payment is refunded")
+		require.Empty(t, extra.Amount, "in full")
+		require.Equal(t, "duplicate", extra.Reason)
+		require.Contains(t, extra.Note, twice.Reference)
+
+		created := 0
+		for _, ev := range w.stripe.Events()[before:] {
+			var env struct {
+				Data struct {
+					Object stripeObject `json:"object"`
+				} `json:"data"`
+			}
+			require.NoError(t, json.Unmarshal(ev.Payload, &env))
+			obj := env.Data.Object
+			switch obj.Object {
+			case "customer":
+				created++
+			case "payment_intent", "charge":
+				p := paymentOf(t, rep, ev.PaymentIntentID)
+				require.Equal(t, p.Reference, obj.Metadata["order_id"], "%s %s", ev.Type, obj.ID)
+				require.Equal(t, "cart-"+strings.TrimPrefix(p.Reference, "ord-"), obj.Metadata["cart_id"])
+				require.NotNil(t, obj.Customer, "%s %s", ev.Type, obj.ID)
+				require.Equal(t, p.Customer, *obj.Customer)
+				require.NotNil(t, obj.Description)
+				require.Regexp(t, `^Order `+p.Reference+`: \S`, *obj.Description)
+				if _, ok := customers[p.Customer]; !ok {
+					customers[p.Customer] = p.Reference
+				}
+			}
+		}
+		if d == 0 {
+			require.Equal(t, 13, created, "a Customer per Stripe shopper, at their first payment")
+		} else {
+			require.Zero(t, created, "the shoppers are known: their Customers are kept")
+		}
+	}
+	require.Len(t, customers, 13)
+	require.Len(t, orders, 2*ordersPerDay)
+
+	// Adyen's AUTHORISATIONs name their order, shopper and cart.
+	items, payments, _ := adyenDay(adyensim.New(adyensim.Config{Seed: 7}), newShop(), day)
+	auths := 0
+	for _, it := range items {
+		if it.EventCode != adyensim.EventAuthorisation {
+			require.NotContains(t, it.AdditionalData, "shopperReference", it.EventCode)
+			continue
+		}
+		p := payments[auths]
+		auths++
+		require.Equal(t, p.ID, it.PspReference)
+		require.Equal(t, p.Reference, it.MerchantReference)
+		require.Equal(t, p.Customer, it.AdditionalData["shopperReference"])
+		require.Equal(t, "cart-"+strings.TrimPrefix(p.Reference, "ord-"), it.AdditionalData["metadata.cart_id"])
+	}
+	require.Equal(t, 5, auths)
+}
+
+func paymentOf(t *testing.T, rep DayReport, id string) Payment {
+	t.Helper()
+	for _, p := range rep.Payments {
+		if p.ID == id {
+			return p
+		}
+	}
+	t.Fatalf("no payment %s in the day's report", id)
+	return Payment{}
+}
