@@ -130,7 +130,9 @@ func TestPayRefusesWhatStripeRefuses(t *testing.T) {
 	}
 	require.Len(t, many, 51)
 	require.Panics(t, func() { sim.Pay(stripesim.PayOpts{Amount: 100, Metadata: many}) })
-	require.Panics(t, func() { sim.Pay(stripesim.PayOpts{Amount: 100, Metadata: map[string]string{strings.Repeat("k", 41): "v"}}) })
+	require.Panics(t, func() {
+		sim.Pay(stripesim.PayOpts{Amount: 100, Metadata: map[string]string{strings.Repeat("k", 41): "v"}})
+	})
 	require.Panics(t, func() { sim.Pay(stripesim.PayOpts{Amount: 100, OrderID: strings.Repeat("9", 501)}) })
 	require.Empty(t, sim.Events(), "nothing refused was emitted")
 
