@@ -22,7 +22,8 @@ type JournalFormat string
 
 // The journal export formats.
 const (
-	// JournalGeneric: date,journal,account,account_code,currency,debit,credit,description.
+	// JournalGeneric: date,journal,account,account_code,currency,debit,credit,description;
+	// by transaction, reference too.
 	JournalGeneric JournalFormat = "generic"
 	// JournalXero: Xero's manual journal import (Narration, Date,
 	// Description, AccountCode, TaxRate, Amount; debits positive, credits
@@ -48,7 +49,7 @@ const (
 	// each account's movements netted into one line.
 	JournalByDay JournalGranularity = "day"
 	// JournalByTransaction: one journal per ledger transaction, its
-	// entries as they are.
+	// entries as they are, naming the order reference of its payment.
 	JournalByTransaction JournalGranularity = "transaction"
 )
 
@@ -85,7 +86,10 @@ type journal struct {
 	day         time.Time
 	currency    string
 	description string
-	lines       []journalEntry
+	// reference is the merchant's order reference of the transaction's
+	// payment; empty for a day's journal, which sums many payments.
+	reference string
+	lines     []journalEntry
 }
 
 // WriteJournal writes the journals of the transactions posted in
@@ -213,12 +217,16 @@ func journalsByDay(ctx context.Context, tx pgx.Tx, o JournalOpts, emit func(*jou
 }
 
 // journalsByTransaction writes each transaction as its own journal, in
-// posting order (posted_at, then id).
+// posting order (posted_at, then id), with its payment's order reference
+// as the payment has it now: an export by transaction is of the ledger as
+// it stands, not a closed period's frozen export (PeriodJournalOpts), which
+// is by day and names no payment.
 func journalsByTransaction(ctx context.Context, tx pgx.Tx, o JournalOpts, emit func(*journal) error) error {
 	rows, err := tx.Query(ctx, `
 		SELECT t.id, t.ref, t.kind, t.currency, t.occurred_at, t.posted_at, coalesce(t.payment_id, ''),
-		       e.account, e.debit::text, e.credit::text
+		       coalesce(p.reference, ''), e.account, e.debit::text, e.credit::text
 		FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id
+		LEFT JOIN payments p ON p.id = t.payment_id
 		WHERE t.posted_at >= $1 AND t.posted_at < $2 AND ($3 = '' OR t.currency = $3)
 		ORDER BY t.posted_at, t.id, e.id`,
 		o.From, o.To, o.Currency)
@@ -232,12 +240,13 @@ func journalsByTransaction(ctx context.Context, tx pgx.Tx, o JournalOpts, emit f
 	)
 	for rows.Next() {
 		var (
-			id                             int64
-			ref, kind, currency, paymentID string
-			occurred, posted               time.Time
-			account, debitText, creditText string
+			id                                        int64
+			ref, kind, currency, paymentID, reference string
+			occurred, posted                          time.Time
+			account, debitText, creditText            string
 		)
-		if err := rows.Scan(&id, &ref, &kind, &currency, &occurred, &posted, &paymentID, &account, &debitText, &creditText); err != nil {
+		if err := rows.Scan(&id, &ref, &kind, &currency, &occurred, &posted, &paymentID, &reference,
+			&account, &debitText, &creditText); err != nil {
 			return err
 		}
 		if id != lastID {
@@ -260,7 +269,7 @@ func journalsByTransaction(ctx context.Context, tx pgx.Tx, o JournalOpts, emit f
 			cur = &journal{
 				id:  "PG-T" + strconv.FormatInt(id, 10),
 				day: time.Date(posted.Year(), posted.Month(), posted.Day(), 0, 0, 0, 0, time.UTC), currency: currency,
-				description: desc,
+				description: desc, reference: reference,
 			}
 		}
 		debit, err1 := decimal.NewFromString(debitText)
@@ -281,13 +290,29 @@ func journalsByTransaction(ctx context.Context, tx pgx.Tx, o JournalOpts, emit f
 
 // journalWriter renders journals in one format.
 type journalWriter struct {
-	csv    *csv.Writer
-	format JournalFormat
-	s      ExportSettings
+	csv         *csv.Writer
+	format      JournalFormat
+	granularity JournalGranularity
+	s           ExportSettings
 }
 
 func newJournalWriter(w io.Writer, o JournalOpts) *journalWriter {
-	return &journalWriter{csv: csv.NewWriter(w), format: o.Format, s: o.Settings}
+	return &journalWriter{csv: csv.NewWriter(w), format: o.Format, granularity: o.Granularity, s: o.Settings}
+}
+
+// genericHeader is the generic format's header by day; by transaction it
+// gains reference at the end, so that a reader by position reads the
+// columns it knew where they were. A day's header never changes: closed
+// periods' exports (by day) are kept as their first bytes.
+var genericHeader = []string{"date", "journal", "account", "account_code", "currency", "debit", "credit", "description"}
+
+// orderText is what Xero's and QuickBooks' descriptions add to name the
+// order a transaction's payment is for: nothing when it has no reference.
+func orderText(reference string) string {
+	if reference == "" {
+		return ""
+	}
+	return " · order " + reference
 }
 
 func (w *journalWriter) header() error {
@@ -297,7 +322,10 @@ func (w *journalWriter) header() error {
 	case JournalQuickBooks:
 		return w.csv.Write([]string{"Journal No", "Journal Date", "Account Name", "Debits", "Credits", "Description"})
 	default:
-		return w.csv.Write([]string{"date", "journal", "account", "account_code", "currency", "debit", "credit", "description"})
+		if w.granularity == JournalByTransaction {
+			return w.csv.Write(append(slices.Clip(genericHeader), "reference"))
+		}
+		return w.csv.Write(genericHeader)
 	}
 }
 
@@ -308,6 +336,10 @@ func (w *journalWriter) journal(j *journal) error {
 		}
 		return Format(d, j.currency)
 	}
+	// Accounting systems show Description beside the amounts, so Xero's
+	// and QuickBooks' name the order there; the generic format has a
+	// column of its own for it.
+	order := orderText(j.reference)
 	for _, l := range j.lines {
 		var rec []string
 		switch w.format {
@@ -319,13 +351,16 @@ func (w *journalWriter) journal(j *journal) error {
 			// Xero reads "dd mmm yyyy" whatever the organisation's
 			// region, and groups lines into a journal by Narration and
 			// Date.
-			rec = []string{j.id + " " + j.description, j.day.Format("02 Jan 2006"), string(l.account),
+			rec = []string{j.id + " " + j.description + order, j.day.Format("02 Jan 2006"), string(l.account) + order,
 				w.s.Accounts.Code(l.account), w.s.XeroTaxRate, amount}
 		case JournalQuickBooks:
-			rec = []string{j.id, j.day.Format("01/02/2006"), w.s.Accounts.Code(l.account), side(l.debit), side(l.credit), j.description}
+			rec = []string{j.id, j.day.Format("01/02/2006"), w.s.Accounts.Code(l.account), side(l.debit), side(l.credit), j.description + order}
 		default:
 			rec = []string{j.day.Format(time.DateOnly), j.id, string(l.account), w.s.Accounts.Code(l.account), j.currency,
 				side(l.debit), side(l.credit), j.description}
+			if w.granularity == JournalByTransaction {
+				rec = append(rec, j.reference)
+			}
 		}
 		if err := w.csv.Write(rec); err != nil {
 			return err
@@ -341,7 +376,9 @@ func (w *journalWriter) flush() error {
 
 // PeriodJournalOpts are the options of a closed period's frozen export in
 // format: its days, every currency, one journal per day and currency, and
-// the export settings stored with the close.
+// the export settings stored with the close. By day, no line names a
+// payment or its order reference, so nothing a payment learns after the
+// close changes these bytes.
 func PeriodJournalOpts(c ClosedPeriod, format JournalFormat) JournalOpts {
 	return JournalOpts{From: c.Start, To: c.End(), Format: format, Granularity: JournalByDay, Settings: c.Export}
 }

@@ -25,9 +25,12 @@ var updateGolden = flag.Bool("update", false, "rewrite the journal export golden
 // fixedLedger posts the same ledger every time: two currencies, a
 // conversion's two legs, a payout, a fee, a day whose sales net to zero in
 // one account, and a refund that occurred in February, reported after
-// February was closed (posted at March's first instant).
+// February was closed (posted at March's first instant). Payments pi_1 and
+// pi_4 carry the merchant's order references; the others have none.
 func fixedLedger(t *testing.T, b *testBundle) ledger.ExportSettings {
 	t.Helper()
+	b.learnReference(t, "pi_1", "ord-1042")
+	b.learnReference(t, "pi_4", "ord 2001, gift")
 	at := func(day, hour int) time.Time { return time.Date(2026, 2, day, hour, 0, 0, 0, time.UTC) }
 	for _, txn := range []ledger.Transaction{
 		ledger.NewCapture("stripe:capture:ch_1", "pi_1", "evt_1", "usd", d("120.00"), at(26, 9)),
@@ -58,6 +61,20 @@ func fixedLedger(t *testing.T, b *testBundle) ledger.ExportSettings {
 	return settings
 }
 
+// learnReference gives payment id (created when new) the merchant's order
+// reference, as applying an event that carries it does.
+func (b *testBundle) learnReference(t *testing.T, id, reference string) {
+	t.Helper()
+	require.NoError(t, pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+		p, err := ledger.LockPaymentTx(b.ctx, tx, "stripe", id)
+		if err != nil {
+			return err
+		}
+		p.Details.Reference = reference
+		return ledger.SavePaymentTx(b.ctx, tx, p, p.State, "evt_reference_"+id)
+	}))
+}
+
 func exportString(t *testing.T, b *testBundle, o ledger.JournalOpts) string {
 	t.Helper()
 	var buf bytes.Buffer
@@ -82,12 +99,14 @@ func golden(t *testing.T, name, got string) {
 type parsedLine struct {
 	journal, date, account string
 	debit, credit          decimal.Decimal
+	description            string // Xero's and QuickBooks' Description, the generic description
+	reference              string // the generic export's by transaction
 }
 
 // parseJournal reads an export back, checks its header, and returns its
 // lines with each journal's key (what groups lines into a journal in the
 // format: Narration and Date for Xero, Journal No for QuickBooks).
-func parseJournal(t *testing.T, format ledger.JournalFormat, text string) []parsedLine {
+func parseJournal(t *testing.T, format ledger.JournalFormat, g ledger.JournalGranularity, text string) []parsedLine {
 	t.Helper()
 	records, err := csv.NewReader(strings.NewReader(text)).ReadAll()
 	require.NoError(t, err)
@@ -97,6 +116,9 @@ func parseJournal(t *testing.T, format ledger.JournalFormat, text string) []pars
 		ledger.JournalXero:       {"Narration", "Date", "Description", "AccountCode", "TaxRate", "Amount"},
 		ledger.JournalQuickBooks: {"Journal No", "Journal Date", "Account Name", "Debits", "Credits", "Description"},
 	}[format]
+	if format == ledger.JournalGeneric && g == ledger.JournalByTransaction {
+		header = append(header, "reference")
+	}
 	require.Equal(t, header, records[0])
 	amount := func(s string) decimal.Decimal {
 		if s == "" {
@@ -116,7 +138,7 @@ func parseJournal(t *testing.T, format ledger.JournalFormat, text string) []pars
 			require.NotEmpty(t, r[4], "TaxRate is mandatory")
 			a := amount(r[5])
 			require.False(t, a.IsZero())
-			l = parsedLine{journal: r[0] + "|" + r[1], date: r[1], account: r[3]}
+			l = parsedLine{journal: r[0] + "|" + r[1], date: r[1], account: r[3], description: r[2]}
 			if a.IsPositive() {
 				l.debit = a
 			} else {
@@ -126,11 +148,14 @@ func parseJournal(t *testing.T, format ledger.JournalFormat, text string) []pars
 			_, err := time.Parse("01/02/2006", r[1])
 			require.NoError(t, err, "MM/DD/YYYY: %q", r[1])
 			require.LessOrEqual(t, len(r[0]), 21, "QuickBooks' journal numbers hold 21 characters")
-			l = parsedLine{journal: r[0], date: r[1], account: r[2], debit: amount(r[3]), credit: amount(r[4])}
+			l = parsedLine{journal: r[0], date: r[1], account: r[2], debit: amount(r[3]), credit: amount(r[4]), description: r[5]}
 		default:
 			_, err := time.Parse(time.DateOnly, r[0])
 			require.NoError(t, err)
-			l = parsedLine{journal: r[1], date: r[0], account: r[3], debit: amount(r[5]), credit: amount(r[6])}
+			l = parsedLine{journal: r[1], date: r[0], account: r[3], debit: amount(r[5]), credit: amount(r[6]), description: r[7]}
+			if g == ledger.JournalByTransaction {
+				l.reference = r[8]
+			}
 		}
 		require.True(t, l.debit.IsZero() != l.credit.IsZero(), "one side per line: %v", r)
 		out = append(out, l)
@@ -179,7 +204,7 @@ func TestJournalExportFormats(t *testing.T) {
 			o := ledger.JournalOpts{From: from, To: to, Format: format, Granularity: g, Settings: settings}
 			got := exportString(t, b, o)
 			golden(t, "journal_"+string(format)+"_"+string(g)+".csv", got)
-			journals := requireBalancedJournals(t, parseJournal(t, format, got))
+			journals := requireBalancedJournals(t, parseJournal(t, format, g, got))
 			require.Positive(t, journals)
 			if g == ledger.JournalByTransaction {
 				require.Equal(t, 11, journals, "one journal per transaction")
@@ -197,6 +222,67 @@ func TestJournalExportFormats(t *testing.T) {
 		Format: ledger.JournalGeneric, Granularity: ledger.JournalByTransaction, Settings: settings})
 	require.Contains(t, got, "refund stripe:refund:re_1 payment pi_1 occurred 2026-02-27", "a late movement says when the money moved")
 	require.NotContains(t, got, "ch_5")
+}
+
+// TestJournalNamesTheOrder: by transaction, the generic export's
+// reference column holds the order reference of each transaction's payment
+// (empty for a payment without one and for a movement of no payment), and
+// Xero's and QuickBooks' descriptions name the order; by day, where a
+// journal sums many payments, nothing is named.
+func TestJournalNamesTheOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	settings := fixedLedger(t, b)
+	from, to := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 3, 0, 0, 0, 0, time.UTC)
+	byJournal := func(format ledger.JournalFormat, g ledger.JournalGranularity) map[string][]parsedLine {
+		t.Helper()
+		out := map[string][]parsedLine{}
+		text := exportString(t, b, ledger.JournalOpts{From: from, To: to, Format: format, Granularity: g, Settings: settings})
+		for _, l := range parseJournal(t, format, g, text) {
+			id, _, _ := strings.Cut(l.journal, " ") // Xero's key is its Narration
+			out[id] = append(out[id], l)
+		}
+		return out
+	}
+	// PG-T1 is pi_1's capture, PG-T10 its refund posted in March; PG-T7
+	// pi_4's capture, PG-T3 pi_2's (no reference); PG-T6 a payout.
+	want := map[string]string{"PG-T1": "ord-1042", "PG-T10": "ord-1042", "PG-T7": "ord 2001, gift", "PG-T3": "", "PG-T6": ""}
+
+	generic := byJournal(ledger.JournalGeneric, ledger.JournalByTransaction)
+	for id, ref := range want {
+		require.NotEmpty(t, generic[id], id)
+		for _, l := range generic[id] {
+			require.Equal(t, ref, l.reference, "%s: the reference column", id)
+			require.NotContains(t, l.description, "order", "%s: the generic description stays as it was", id)
+		}
+	}
+	for _, format := range []ledger.JournalFormat{ledger.JournalXero, ledger.JournalQuickBooks} {
+		journals := byJournal(format, ledger.JournalByTransaction)
+		for id, ref := range want {
+			require.NotEmpty(t, journals[id], "%s %s", format, id)
+			for _, l := range journals[id] {
+				if ref == "" {
+					require.NotContains(t, l.description, "order", "%s %s", format, id)
+					require.NotContains(t, l.journal, "order", "%s %s", format, id)
+					continue
+				}
+				require.True(t, strings.HasSuffix(l.description, " · order "+ref), "%s %s: %q", format, id, l.description)
+			}
+		}
+	}
+	qb := byJournal(ledger.JournalQuickBooks, ledger.JournalByTransaction)["PG-T1"]
+	require.Equal(t, "capture stripe:capture:ch_1 payment pi_1 · order ord-1042", qb[0].description)
+	xero := byJournal(ledger.JournalXero, ledger.JournalByTransaction)["PG-T1"]
+	require.Equal(t, "PG-T1 capture stripe:capture:ch_1 payment pi_1 · order ord-1042|26 Feb 2026", xero[0].journal,
+		"Xero's Narration, the journal's description, names it too")
+	require.Equal(t, "provider_balance · order ord-1042", xero[0].description)
+
+	for _, format := range ledger.JournalFormats {
+		text := exportString(t, b, ledger.JournalOpts{From: from, To: to, Format: format, Granularity: ledger.JournalByDay, Settings: settings})
+		require.NotContains(t, text, "ord-1042", "%s by day names no order", format)
+		require.NotContains(t, text, "ord 2001", "%s by day names no order", format)
+		require.NotContains(t, text, "reference", "%s by day has no reference column", format)
+	}
 }
 
 // TestClosedPeriodExportIsFrozen: a closed month's export is rendered with
@@ -228,6 +314,44 @@ func TestClosedPeriodExportIsFrozen(t *testing.T) {
 		require.Equal(t, digest, digest2)
 	}
 	require.Equal(t, 3, b.count(t, "ledger_period_exports"))
+}
+
+// TestClosedPeriodExportIgnoresReferencesLearntLater: after a month is
+// closed, a payment of it learns its order reference and another's is
+// replaced; the closed month's export in every format is the same bytes as
+// before and matches the digest kept before, while an export by
+// transaction of the same days, which is of the ledger as it stands, names
+// the new references.
+func TestClosedPeriodExportIgnoresReferencesLearntLater(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fixedLedger(t, b)
+	closed, err := ledger.GetClosedPeriod(b.ctx, b.pool, feb)
+	require.NoError(t, err)
+	before := map[ledger.JournalFormat]string{}
+	digests := map[ledger.JournalFormat]string{}
+	for _, format := range ledger.JournalFormats {
+		before[format] = exportString(t, b, ledger.PeriodJournalOpts(closed, format))
+		digests[format], _, err = ledger.PeriodJournalDigest(b.ctx, b.pool, closed, format)
+		require.NoError(t, err)
+	}
+
+	b.learnReference(t, "pi_3", "ord-late")
+	b.learnReference(t, "pi_1", "ord-1042-b")
+
+	for _, format := range ledger.JournalFormats {
+		after := exportString(t, b, ledger.PeriodJournalOpts(closed, format))
+		require.Equal(t, before[format], after, "%s: a closed month's export never changes", format)
+		digest, size, err := ledger.PeriodJournalDigest(b.ctx, b.pool, closed, format)
+		require.NoError(t, err)
+		require.Equal(t, digests[format], digest)
+		require.Equal(t, sha256Hex(after), digest, "%s: the bytes still match the digest kept before", format)
+		require.Equal(t, int64(len(after)), size)
+	}
+	current := exportString(t, b, ledger.JournalOpts{From: feb.Start, To: feb.End(), Format: ledger.JournalGeneric,
+		Granularity: ledger.JournalByTransaction, Settings: closed.Export})
+	require.Contains(t, current, "capture stripe:capture:ch_3 payment pi_3,ord-late\n")
+	require.Contains(t, current, "capture stripe:capture:ch_1 payment pi_1,ord-1042-b\n")
 }
 
 func TestWriteJournalStreams(t *testing.T) {

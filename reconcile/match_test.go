@@ -36,8 +36,8 @@ func TestCompare(t *testing.T) {
 	it := reconcile.Compare(main, &tx)
 	require.Equal(t, reconcile.StatusMatched, it.Status)
 	require.Equal(t, []string{"matched", "txn_1", "ch_1", "stripe:charge:ch_1:capture", "charge", "usd", "100.00", "3.20", "100.00", "", "", ""}, it.Record()[:12])
-	require.Equal(t, []string{"", "", "pi_1", "", "", "", "", ""}, it.Record()[12:],
-		"not stored yet: no id; the ledger transaction's payment; no resolution")
+	require.Equal(t, []string{"", "", "pi_1", "", "", "", "", "", ""}, it.Record()[12:],
+		"not stored yet: no id; the ledger transaction's payment; no resolution; no reference until stored")
 
 	wrong := capture("stripe:charge:ch_1:capture", "usd", "99.99")
 	require.Equal(t, reconcile.StatusAmountMismatch, reconcile.Compare(main, &wrong).Status)
@@ -126,9 +126,9 @@ func TestWriteCSV(t *testing.T) {
 	require.Equal(t, [][]string{
 		{"status", "provider_txn_id", "source_id", "ref", "type", "currency", "provider_amount", "provider_fee", "ledger_amount",
 			"presentment_currency", "presentment_amount", "exchange_rate",
-			"id", "run_id", "payment_id", "resolution", "note", "resolved_by", "resolved_at", "adjustment_ref"},
-		{"fee_posted", "txn_1", "ch_1", "stripe:fee:txn_1", "fee", "usd", "-3.20", "", "-3.20", "", "", "", "", "", "", "", "", "", "", ""},
-		{"missing_in_ledger", "txn_2", "", "", "adjustment", "usd", "-3.20", "-3.20", "", "", "", "", "", "", "", "", "", "", "", ""},
+			"id", "run_id", "payment_id", "resolution", "note", "resolved_by", "resolved_at", "adjustment_ref", "reference"},
+		{"fee_posted", "txn_1", "ch_1", "stripe:fee:txn_1", "fee", "usd", "-3.20", "", "-3.20", "", "", "", "", "", "", "", "", "", "", "", ""},
+		{"missing_in_ledger", "txn_2", "", "", "adjustment", "usd", "-3.20", "-3.20", "", "", "", "", "", "", "", "", "", "", "", "", ""},
 	}, rows)
 
 	// A resolved exception carries its resolution, note and all, quoted
@@ -137,14 +137,14 @@ func TestWriteCSV(t *testing.T) {
 	resolvedAt := time.Date(2025, 3, 15, 10, 30, 0, 123000000, time.UTC)
 	require.NoError(t, reconcile.WriteCSV(&buf, []reconcile.Item{{
 		ID: 42, RunID: 7, Status: reconcile.StatusAmountMismatch, ProviderTxnID: "txn_3", Type: "charge", Currency: "usd",
-		ProviderAmount: &v, LedgerAmount: &v, PaymentID: "pi_3",
+		ProviderAmount: &v, LedgerAmount: &v, PaymentID: "pi_3", Reference: "order 3, \"gift\"",
 		Resolution: &reconcile.Resolution{Kind: reconcile.ResolutionWriteOff, Note: "rounding, \"per FIN-7\"", ResolvedBy: "alice",
 			ResolvedAt: resolvedAt, AdjustmentRef: "reconciliation:write_off:stripe:charge:ch_3:capture"},
 	}}))
 	rows, err = csv.NewReader(&buf).ReadAll()
 	require.NoError(t, err)
 	require.Equal(t, []string{"42", "7", "pi_3", "write_off", `rounding, "per FIN-7"`, "alice", "2025-03-15T10:30:00.123Z",
-		"reconciliation:write_off:stripe:charge:ch_3:capture"}, rows[1][12:])
+		"reconciliation:write_off:stripe:charge:ch_3:capture", `order 3, "gift"`}, rows[1][12:])
 }
 
 func TestParseDate(t *testing.T) {

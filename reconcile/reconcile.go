@@ -264,6 +264,11 @@ type Item struct {
 	// payment whose facts name its source object. Empty for movements of
 	// no payment (payouts, the provider's own fees and adjustments).
 	PaymentID string
+	// Reference is the merchant's order reference of that payment, as the
+	// payment had it when the run stored the item; empty when the item has
+	// no payment or its payment had none then. Never changed after: the
+	// run's CSV stays what the run found.
+	Reference string
 	// Resolution is how finance resolved an exception; nil while it is
 	// open, and on every item that is not an exception.
 	Resolution *Resolution

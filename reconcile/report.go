@@ -205,6 +205,7 @@ var CSVHeader = []string{
 	"provider_amount", "provider_fee", "ledger_amount",
 	"presentment_currency", "presentment_amount", "exchange_rate",
 	"id", "run_id", "payment_id", "resolution", "note", "resolved_by", "resolved_at", "adjustment_ref",
+	"reference",
 }
 
 // FormatAmount renders an item amount at its currency's scale; "" when
@@ -228,6 +229,7 @@ func (it Item) Record() []string {
 		FormatAmount(it.LedgerAmount, ledgerCur),
 		it.PresentmentCurrency, FormatAmount(it.PresentmentAmount, it.PresentmentCurrency), rateText(it.ExchangeRate),
 		idText(it.ID), idText(it.RunID), it.PaymentID, "", "", "", "", "",
+		it.Reference,
 	}
 	if r := it.Resolution; r != nil {
 		copy(rec[15:], []string{string(r.Kind), r.Note, r.ResolvedBy, r.ResolvedAt.UTC().Format(time.RFC3339Nano), r.AdjustmentRef})

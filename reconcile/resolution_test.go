@@ -2,8 +2,10 @@ package reconcile_test
 
 import (
 	"context"
+	"encoding/csv"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -369,7 +371,8 @@ func requireConstraint(t *testing.T, err error, constraint, what string) {
 // payment, so that finance can follow them: a matched capture the
 // ledger's, a capture the ledger lacks (its CAPTURE never came) the
 // payment its row's Psp Reference names; a payment paygate never heard of
-// none. Writing the missing capture off ties the adjustment to the
+// none. Each names the order its payment's AUTHORISATION gave as
+// merchantReference, in the items and the CSV. Writing the missing capture off ties the adjustment to the
 // payment, dated when the batch's run ran.
 func TestAdyenItemsNameTheirPayments(t *testing.T) {
 	t.Parallel()
@@ -410,11 +413,27 @@ func TestAdyenItemsNameTheirPayments(t *testing.T) {
 	matched := find(t, items, byRef(adyen.CaptureRef(captured)))
 	require.Equal(t, reconcile.StatusMatched, matched.Status)
 	require.Equal(t, paid, matched.PaymentID)
+	require.Equal(t, "order-1", matched.Reference)
 	missing := find(t, items, byRef(adyen.CaptureRef(lostCapture)))
 	require.Equal(t, reconcile.StatusMissingInLedger, missing.Status)
 	require.Equal(t, uncaptured, missing.PaymentID, "the row's Psp Reference is the payment's")
+	require.Equal(t, "order-2", missing.Reference, "the order of the payment the record names")
 	stranger := find(t, items, byRef(adyen.CaptureRef(unknown.ModificationReference)))
 	require.Empty(t, stranger.PaymentID)
+	require.Empty(t, stranger.Reference)
+	var out strings.Builder
+	require.NoError(t, reconcile.WriteRunCSV(ctx, world.Pool, &out, run.ID))
+	rows, err := csv.NewReader(strings.NewReader(out.String())).ReadAll()
+	require.NoError(t, err)
+	column := slices.Index(rows[0], "reference")
+	require.Positive(t, column)
+	refs := map[string]string{}
+	for _, r := range rows[1:] {
+		refs[r[slices.Index(rows[0], "ref")]] = r[column]
+	}
+	require.Equal(t, "order-1", refs[adyen.CaptureRef(captured)])
+	require.Equal(t, "order-2", refs[adyen.CaptureRef(lostCapture)])
+	require.Equal(t, "", refs[adyen.CaptureRef(unknown.ModificationReference)])
 
 	var res reconcile.Resolved
 	require.NoError(t, pgx.BeginFunc(ctx, world.Pool, func(tx pgx.Tx) error {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v79"
 
@@ -122,6 +123,21 @@ func byRef(ref string) func(reconcile.Item) bool {
 	return func(it reconcile.Item) bool { return it.Ref == ref }
 }
 
+// learnReference gives payment id the merchant's order reference, as
+// applying an event that carries it does.
+func learnReference(t *testing.T, w *worldtest.World, id, reference string) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
+		p, err := ledger.LockPaymentTx(ctx, tx, "stripe", id)
+		if err != nil {
+			return err
+		}
+		p.Details.Reference = reference
+		return ledger.SavePaymentTx(ctx, tx, p, p.State, "evt_reference_"+id)
+	}))
+}
+
 func countRefs(t *testing.T, b *testBundle, like string) int {
 	return b.world.Count(t, `SELECT count(*) FROM ledger_transactions WHERE ref LIKE $1`, like)
 }
@@ -135,7 +151,7 @@ func TestScriptedDayProducesEveryStatus(t *testing.T) {
 	b := setup(t, nil)
 	sim := b.sim
 
-	p1 := sim.Pay(stripesim.PayOpts{Amount: 10000, Email: "a@example.com"})
+	p1 := sim.Pay(stripesim.PayOpts{Amount: 10000, Email: "a@example.com", Metadata: map[string]string{"order_id": "ord-1042"}})
 	p2 := sim.Pay(stripesim.PayOpts{Amount: 5000})
 	r2 := sim.Refund(p2, 2000)
 	p3 := sim.Pay(stripesim.PayOpts{Amount: 7000})
@@ -172,13 +188,17 @@ func TestScriptedDayProducesEveryStatus(t *testing.T) {
 	cap1 := find(t, items, byRef("stripe:charge:"+p1.ChargeID+":capture"))
 	require.Equal(t, []string{"matched", p1.BalanceTransactionID, p1.ChargeID, "stripe:charge:" + p1.ChargeID + ":capture",
 		"charge", "usd", "100.00", "3.20", "100.00", "", "", ""}, cap1.Record()[:12])
-	require.Equal(t, []string{strconv.FormatInt(run.ID, 10), p1.ID, "", "", "", "", ""}, cap1.Record()[13:],
-		"stored with its run, tied to its payment, open")
+	require.Equal(t, []string{strconv.FormatInt(run.ID, 10), p1.ID, "", "", "", "", "", "ord-1042"}, cap1.Record()[13:],
+		"stored with its run, tied to its payment and its order, open")
+	require.Equal(t, "reference", reconcile.CSVHeader[len(reconcile.CSVHeader)-1], "the column added last")
 	require.NotZero(t, cap1.ID)
 	fee1 := find(t, items, byRef("stripe:fee:"+p1.BalanceTransactionID))
 	require.Equal(t, []string{"fee_posted", p1.BalanceTransactionID, p1.ChargeID, "stripe:fee:" + p1.BalanceTransactionID,
 		"fee", "usd", "-3.20", "", "-3.20", "", "", ""}, fee1.Record()[:12])
 	require.Equal(t, p1.ID, fee1.PaymentID, "the fee posted by the run is the payment's too")
+	require.Equal(t, "ord-1042", fee1.Reference, "and names its order")
+	require.Empty(t, find(t, items, byRef("stripe:refund:"+r2.ID)).Reference, "a payment without a reference")
+	require.Empty(t, find(t, items, byRef("stripe:payout:"+po.ID)).Reference, "a movement of no payment")
 	require.Equal(t, []string{"matched", "-20.00", "-20.00"}, pick(find(t, items, byRef("stripe:refund:"+r2.ID)).Record(), 0, 6, 8))
 	require.Equal(t, []string{"matched", "30.00", "30.00"}, pick(find(t, items, byRef("stripe:refund:"+r4.ID+":reversal")).Record(), 0, 6, 8))
 	require.Equal(t, []string{"matched", "-70.00", "15.00", "-70.00"}, pick(find(t, items, byRef("stripe:dispute:"+dp.ID+":withdrawal")).Record(), 0, 6, 7, 8))
@@ -239,8 +259,20 @@ func TestScriptedDayProducesEveryStatus(t *testing.T) {
 	fees := countRefs(t, b, "stripe:fee:%")
 	require.Equal(t, 9, fees)
 
+	// p2 learns its order after the run: the run's items and CSV stay what
+	// the run found; the re-run names it.
+	var csvBefore strings.Builder
+	require.NoError(t, reconcile.WriteRunCSV(context.Background(), b.world.Pool, &csvBefore, run.ID))
+	learnReference(t, b.world, p2.ID, "ord-2002")
+
 	// A re-run is a new run; the fees are in the ledger now, so they match.
 	again, items2 := b.run(t, day)
+	require.Equal(t, "ord-2002", find(t, items2, byRef("stripe:refund:"+r2.ID)).Reference)
+	var csvAfter strings.Builder
+	require.NoError(t, reconcile.WriteRunCSV(context.Background(), b.world.Pool, &csvAfter, run.ID))
+	require.Equal(t, csvBefore.String(), csvAfter.String(), "a run's CSV never changes")
+	require.NotContains(t, csvAfter.String(), "ord-2002")
+	require.Contains(t, csvAfter.String(), ",ord-1042\n")
 	require.NotEqual(t, run.ID, again.ID)
 	require.Equal(t, 20, again.Report.Summary[reconcile.StatusMatched])
 	require.Equal(t, 0, again.Report.Summary[reconcile.StatusFeePosted])

@@ -168,7 +168,8 @@ const (
 		coalesce(i.ref, ''), i.type, i.reporting_category, i.currency, coalesce(i.ledger_currency, ''),
 		i.provider_amount::text, i.provider_fee::text, i.ledger_amount::text,
 		coalesce(i.presentment_currency, ''), i.presentment_amount::text, i.exchange_rate::text, coalesce(i.payment_id, ''),
-		r.resolution, coalesce(r.note, ''), coalesce(r.resolved_by, ''), r.resolved_at, coalesce(r.adjustment_ref, '')`
+		r.resolution, coalesce(r.note, ''), coalesce(r.resolved_by, ''), r.resolved_at, coalesce(r.adjustment_ref, ''),
+		coalesce(i.reference, '')`
 	itemTables = `reconciliation_items i LEFT JOIN reconciliation_resolutions r ON r.item_id = i.id`
 )
 
@@ -196,7 +197,7 @@ func scanItem(row pgx.Row) (Item, int, error) {
 	if err := row.Scan(&it.ID, &it.RunID, &pos, &it.Status, &it.ProviderTxnID, &it.SourceID, &it.Ref, &it.Type,
 		&it.ReportingCategory, &it.Currency, &it.LedgerCurrency, &pa, &pf, &la,
 		&it.PresentmentCurrency, &pr, &xr, &it.PaymentID,
-		&kind, &res.Note, &res.ResolvedBy, &resolvedAt, &res.AdjustmentRef); err != nil {
+		&kind, &res.Note, &res.ResolvedBy, &resolvedAt, &res.AdjustmentRef, &it.Reference); err != nil {
 		return Item{}, 0, err
 	}
 	for _, f := range []struct {
@@ -302,12 +303,16 @@ func complete(ctx context.Context, pool *pgxpool.Pool, runID int64, items []Item
 		if err := paymentsOfMissing(ctx, tx, scope.Provider, items); err != nil {
 			return fmt.Errorf("run %d: %w", runID, err)
 		}
+		if err := referencesOf(ctx, tx, items); err != nil {
+			return fmt.Errorf("run %d: %w", runID, err)
+		}
 		n := len(items)
 		var (
 			pos                                   = make([]int32, n)
 			statuses, typ, cat, cur               = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 			txn, src, ref, lcur, pAmt, pFee, lAmt = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 			prCur, prAmt, rate, payment           = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+			reference                             = make([]*string, n)
 		)
 		for i, it := range items {
 			pos[i] = int32(i)
@@ -315,20 +320,21 @@ func complete(ctx context.Context, pool *pgxpool.Pool, runID int64, items []Item
 			txn[i], src[i], ref[i], lcur[i] = nullable(it.ProviderTxnID), nullable(it.SourceID), nullable(it.Ref), nullable(it.LedgerCurrency)
 			pAmt[i], pFee[i], lAmt[i] = numeric(it.ProviderAmount), numeric(it.ProviderFee), numeric(it.LedgerAmount)
 			prCur[i], prAmt[i], rate[i] = nullable(it.PresentmentCurrency), numeric(it.PresentmentAmount), numeric(it.ExchangeRate)
-			payment[i] = nullable(it.PaymentID)
+			payment[i], reference[i] = nullable(it.PaymentID), nullable(it.Reference)
 		}
 		if n > 0 {
 			if _, err := tx.Exec(ctx, `
 				INSERT INTO reconciliation_items (run_id, position, status, provider_txn_id, source_id, ref, type,
 				    reporting_category, currency, ledger_currency, provider_amount, provider_fee, ledger_amount,
-				    presentment_currency, presentment_amount, exchange_rate, payment_id)
+				    presentment_currency, presentment_amount, exchange_rate, payment_id, reference)
 				SELECT $1, t.pos, t.status, t.txn, t.src, t.ref, t.typ, t.cat, t.cur, t.lcur,
-				       t.pamt::numeric, t.pfee::numeric, t.lamt::numeric, t.prcur, t.pramt::numeric, t.rate::numeric, t.payment
+				       t.pamt::numeric, t.pfee::numeric, t.lamt::numeric, t.prcur, t.pramt::numeric, t.rate::numeric, t.payment,
+				       t.reference
 				FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
 				            $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[],
-				            $17::text[])
-				     AS t(pos, status, txn, src, ref, typ, cat, cur, lcur, pamt, pfee, lamt, prcur, pramt, rate, payment)`,
-				runID, pos, statuses, txn, src, ref, typ, cat, cur, lcur, pAmt, pFee, lAmt, prCur, prAmt, rate, payment); err != nil {
+				            $17::text[], $18::text[])
+				     AS t(pos, status, txn, src, ref, typ, cat, cur, lcur, pamt, pfee, lamt, prcur, pramt, rate, payment, reference)`,
+				runID, pos, statuses, txn, src, ref, typ, cat, cur, lcur, pAmt, pFee, lAmt, prCur, prAmt, rate, payment, reference); err != nil {
 				return fmt.Errorf("store %d items of run %d: %w", n, runID, err)
 			}
 		}
@@ -374,6 +380,31 @@ func paymentsOfMissing(ctx context.Context, q Querier, provider string, items []
 		if it := &items[i]; it.Status == StatusMissingInLedger && it.PaymentID == "" {
 			it.PaymentID = cmp.Or(payments[it.SourceID], payments[it.ProviderTxnID])
 		}
+	}
+	return nil
+}
+
+// referencesOf gives each item with a payment that payment's order
+// reference as it stands now, in the transaction that stores the items: the
+// reference is kept with the item rather than joined when read, so that a
+// run's items and CSV read the same whatever the payment learns later.
+// One statement, whatever the number of items.
+func referencesOf(ctx context.Context, q Querier, items []Item) error {
+	ids := make([]string, 0, len(items))
+	for _, it := range items {
+		if it.PaymentID != "" {
+			ids = append(ids, it.PaymentID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	refs, err := ledger.PaymentReferences(ctx, q, ids)
+	if err != nil {
+		return err
+	}
+	for i := range items {
+		items[i].Reference = refs[items[i].PaymentID]
 	}
 	return nil
 }

@@ -1,0 +1,11 @@
+-- The merchant's order reference of the payment a reconciliation item is
+-- about (payments.reference), so that finance sees which order an
+-- exception belongs to. A run writes it with its items, as the payment had
+-- it then, and it never changes after: a run's items and its CSV stay what
+-- the run found, byte for byte, however the payment's reference is learnt
+-- or replaced later (a new run of the day or batch names the newer one).
+-- Items written before carry none: their payments' references are filled
+-- in the background after 0032, once this has run, so there is nothing to
+-- give them here, and adding the column without a default rewrites
+-- nothing.
+ALTER TABLE reconciliation_items ADD COLUMN reference text;
