@@ -26,6 +26,21 @@ func (b *opsBundle) post(t *testing.T, txn ledger.Transaction) {
 	}))
 }
 
+// learnReference gives payment id the merchant's order reference, as
+// applying an event that carries it does.
+func (b *opsBundle) learnReference(t *testing.T, id, reference string) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		p, err := ledger.LockPaymentTx(ctx, tx, "stripe", id)
+		if err != nil {
+			return err
+		}
+		p.Details.Reference = reference
+		return ledger.SavePaymentTx(ctx, tx, p, p.State, "evt_reference_"+id)
+	}))
+}
+
 func booksBundle(t *testing.T) *opsBundle {
 	t.Helper()
 	accounts, err := ledger.ParseGLAccounts("sales=4000,provider_balance=1200")
@@ -161,6 +176,7 @@ func TestJournalExports(t *testing.T) {
 	t.Parallel()
 	b := booksBundle(t)
 
+	b.learnReference(t, "pi_2", "ord-1042")
 	rec := b.do(t, http.MethodGet, "/v1/ledger/journal.csv?from=2026-02-01&to=2026-03-31", financeTok, "", "")
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	require.Equal(t, "text/csv; charset=utf-8", rec.Header().Get("Content-Type"))
@@ -175,8 +191,21 @@ func TestJournalExports(t *testing.T) {
 	rec = b.do(t, http.MethodGet, "/v1/ledger/journal.csv?from=2026-03-09&to=2026-03-09&format=xero&granularity=transaction&currency=usd", financeTok, "", "")
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	require.Equal(t, "Narration,Date,Description,AccountCode,TaxRate,Amount\n"+
-		"PG-T3 capture stripe:capture:ch_2 payment pi_2,09 Mar 2026,provider_balance,1200,Tax Exempt,50.00\n"+
-		"PG-T3 capture stripe:capture:ch_2 payment pi_2,09 Mar 2026,sales,4000,Tax Exempt,-50.00\n", rec.Body.String())
+		"PG-T3 capture stripe:capture:ch_2 payment pi_2 · order ord-1042,09 Mar 2026,provider_balance · order ord-1042,1200,Tax Exempt,50.00\n"+
+		"PG-T3 capture stripe:capture:ch_2 payment pi_2 · order ord-1042,09 Mar 2026,sales · order ord-1042,4000,Tax Exempt,-50.00\n", rec.Body.String())
+	rec = b.do(t, http.MethodGet, "/v1/ledger/journal.csv?from=2026-02-01&to=2026-03-31&format=quickbooks&granularity=transaction", financeTok, "", "")
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), "PG-T3,03/09/2026,1200,50.00,,capture stripe:capture:ch_2 payment pi_2 · order ord-1042\n")
+	require.Contains(t, rec.Body.String(), "PG-T1,02/03/2026,1200,100.00,,capture stripe:capture:ch_1 payment pi_1\n", "a payment without a reference")
+	rec = b.do(t, http.MethodGet, "/v1/ledger/journal.csv?from=2026-02-01&to=2026-03-31&granularity=transaction", financeTok, "", "")
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Equal(t, "date,journal,account,account_code,currency,debit,credit,description,reference\n"+
+		"2026-02-03,PG-T1,provider_balance,1200,usd,100.00,,capture stripe:capture:ch_1 payment pi_1,\n"+
+		"2026-02-03,PG-T1,sales,4000,usd,,100.00,capture stripe:capture:ch_1 payment pi_1,\n"+
+		"2026-02-03,PG-T2,fees,fees,usd,3.20,,fee stripe:fee:txn_1 payment pi_1,\n"+
+		"2026-02-03,PG-T2,provider_balance,1200,usd,,3.20,fee stripe:fee:txn_1 payment pi_1,\n"+
+		"2026-03-09,PG-T3,provider_balance,1200,usd,50.00,,capture stripe:capture:ch_2 payment pi_2,ord-1042\n"+
+		"2026-03-09,PG-T3,sales,4000,usd,,50.00,capture stripe:capture:ch_2 payment pi_2,ord-1042\n", rec.Body.String())
 
 	rec = b.do(t, http.MethodGet, "/v1/ledger/journal.csv?from=2026-02-01&to=2026-03-31", opsTok, "", "")
 	require.Equal(t, http.StatusForbidden, rec.Code, "exports are finance's")
@@ -211,10 +240,12 @@ func TestJournalExports(t *testing.T) {
 		require.Equal(t, rec.Body.Len(), atoi(t, rec.Header().Get("Content-Length")))
 		bodies = append(bodies, rec.Body.String())
 		if i == 0 {
-			// Later postings of February are moved to March: the frozen
-			// export is the same bytes.
+			// Later postings of February are moved to March, and a
+			// February payment learns its order: the frozen export is the
+			// same bytes.
 			b.post(t, ledger.NewFee("stripe:fee:late", "pi_1", "evt_9", "usd", decimal.RequireFromString("1.00"),
 				time.Date(2026, 2, 10, 0, 0, 0, 0, time.UTC)))
+			b.learnReference(t, "pi_1", "ord-0999")
 		}
 	}
 	require.Equal(t, bodies[0], bodies[1])

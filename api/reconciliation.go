@@ -155,6 +155,9 @@ type ItemView struct {
 	ResolvedBy    *string                   `json:"resolved_by"`
 	ResolvedAt    *time.Time                `json:"resolved_at"`
 	AdjustmentRef *string                   `json:"adjustment_ref"`
+	// Reference is the merchant's order reference of the item's payment,
+	// as the run found it; null when there is none.
+	Reference *string `json:"reference"`
 }
 
 func orNull(s string) *string {
@@ -172,7 +175,7 @@ func itemView(it reconcile.Item) ItemView {
 		Type: rec[4], Currency: rec[5],
 		ProviderAmount: orNull(rec[6]), ProviderFee: orNull(rec[7]), LedgerAmount: orNull(rec[8]),
 		PresentmentCurrency: orNull(rec[9]), PresentmentAmount: orNull(rec[10]), ExchangeRate: orNull(rec[11]),
-		PaymentID: orNull(it.PaymentID),
+		PaymentID: orNull(it.PaymentID), Reference: orNull(it.Reference),
 	}
 	if r := it.Resolution; r != nil {
 		kind, at := r.Kind, r.ResolvedAt.UTC()

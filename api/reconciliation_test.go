@@ -115,9 +115,9 @@ func (b *reconBundle) waitCompleted(t *testing.T, id int64) map[string]any {
 func TestReconciliationRunThroughTheAPI(t *testing.T) {
 	t.Parallel()
 	b := setupReconciliation(t)
-	p := b.sim.Pay(stripesim.PayOpts{Amount: 10000})
-	b.sim.Refund(p, 2500)
-	skipped := b.sim.Pay(stripesim.PayOpts{Amount: 4200})
+	p := b.sim.Pay(stripesim.PayOpts{Amount: 10000, Metadata: map[string]string{"order_id": "ord-1042"}})
+	refund := b.sim.Refund(p, 2500)
+	skipped := b.sim.Pay(stripesim.PayOpts{Amount: 4200, Metadata: map[string]string{"order_id": "ord-2042"}})
 	radar := b.sim.BalanceTransactionOnly(stripesim.BalanceTransactionOpts{Amount: -75})
 	other := b.sim.BalanceTransactionOnly(stripesim.BalanceTransactionOpts{Type: stripesim.TxnAdjustment, Amount: 300})
 	for _, ev := range b.sim.EventsOf(skipped.ID) {
@@ -159,6 +159,7 @@ func TestReconciliationRunThroughTheAPI(t *testing.T) {
 	items := run["items"].([]any)
 	require.Len(t, items, 7)
 	var adj map[string]any
+	references := map[string]any{} // by ledger ref
 	for _, raw := range items {
 		it := raw.(map[string]any)
 		require.Len(t, it, len(reconcile.CSVHeader), "%v", it)
@@ -168,12 +169,18 @@ func TestReconciliationRunThroughTheAPI(t *testing.T) {
 		if it["provider_txn_id"] == other.ID {
 			adj = it
 		}
+		if ref, ok := it["ref"].(string); ok {
+			references[ref] = it["reference"]
+		}
 	}
+	require.Equal(t, "ord-1042", references[striperef.CaptureRef(p.ChargeID)], "the order of the capture's payment")
+	require.Equal(t, "ord-1042", references[striperef.RefundRef(refund.ID)], "the refund's, the same payment's")
+	require.Equal(t, "ord-2042", references[striperef.CaptureRef(skipped.ChargeID)], "a payment recovered by the run names its order too")
 	require.Positive(t, adj["id"], "every item has its own id")
 	require.Equal(t, map[string]any{"id": adj["id"], "status": "missing_in_ledger", "provider_txn_id": other.ID, "source_id": nil, "ref": nil,
 		"type": "adjustment", "currency": "usd", "provider_amount": "3.00", "provider_fee": "0.00", "ledger_amount": nil,
 		"presentment_currency": nil, "presentment_amount": nil, "exchange_rate": nil, "run_id": float64(id), "payment_id": nil,
-		"resolution": nil, "note": nil, "resolved_by": nil, "resolved_at": nil, "adjustment_ref": nil}, adj,
+		"resolution": nil, "note": nil, "resolved_by": nil, "resolved_at": nil, "adjustment_ref": nil, "reference": nil}, adj,
 		"an adjustment of Stripe's own: no payment, open")
 
 	// The CSV has the same items, in the same order, same columns.
@@ -184,7 +191,7 @@ func TestReconciliationRunThroughTheAPI(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"status", "provider_txn_id", "source_id", "ref", "type", "currency", "provider_amount", "provider_fee", "ledger_amount",
 		"presentment_currency", "presentment_amount", "exchange_rate",
-		"id", "run_id", "payment_id", "resolution", "note", "resolved_by", "resolved_at", "adjustment_ref"}, rows[0])
+		"id", "run_id", "payment_id", "resolution", "note", "resolved_by", "resolved_at", "adjustment_ref", "reference"}, rows[0])
 	require.Len(t, rows, len(items)+1)
 	for i, raw := range items {
 		it := raw.(map[string]any)
@@ -201,7 +208,7 @@ func TestReconciliationRunThroughTheAPI(t *testing.T) {
 		if r[1] == radar.ID {
 			sawRadar = true
 			require.Equal(t, []string{"fee_posted", radar.ID, "", "stripe:fee:" + radar.ID, "stripe_fee", "usd", "-0.75", "0.00", "-0.75", "", "", ""}, r[:12])
-			require.Equal(t, []string{fmt.Sprint(id), "", "", "", "", "", ""}, r[13:], "a fee of Stripe's own: no payment; not an exception")
+			require.Equal(t, []string{fmt.Sprint(id), "", "", "", "", "", "", ""}, r[13:], "a fee of Stripe's own: no payment, no order; not an exception")
 		}
 	}
 	require.True(t, sawRadar)
