@@ -71,7 +71,10 @@ func (w *applyWorld) books(t *testing.T) string {
 	var b strings.Builder
 	for _, q := range []string{
 		`SELECT id || ' ' || status || ' ' || coalesce(currency, '') || ' ' || amount || ' ' || amount_captured || ' ' ||
-			amount_refunded || ' ' || amount_disputed || ' ' || coalesce(receipt_email, '<unknown>') FROM payments ORDER BY 1`,
+			amount_refunded || ' ' || amount_disputed || ' ' || coalesce(receipt_email, '<unknown>') || ' ' ||
+			coalesce(reference, '<none>') || ' ' || coalesce(customer, '<none>') || ' ' || coalesce(description, '<none>') || ' ' ||
+			metadata::text FROM payments ORDER BY 1`,
+		`SELECT reference || ' ' || state || ' ' || detections FROM double_charges ORDER BY 1`,
 		`SELECT payment_id || ' ' || key || ' ' || amount || ' ' || event_id FROM payment_facts ORDER BY 1`,
 		`SELECT payment_id || ' ' || coalesce(from_status, '') || '>' || to_status || ' ' || event_id FROM payment_history ORDER BY payment_id, id`,
 		`SELECT t.ref || ' ' || t.kind || ' ' || t.currency || ' ' || coalesce(t.event_id, '') || ' ' ||

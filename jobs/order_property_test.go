@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,15 @@ func script(t *rapid.T, sim *stripesim.Sim) (payments []*stripesim.Payment, refs
 		if address == "at payment" {
 			email = "buyer@example.com"
 		}
+		// The shop's words: an order and a customer, or not (a payment
+		// made in the Dashboard has neither).
+		var order, customer string
+		if rapid.Bool().Draw(t, name("has_order")) {
+			order = name(fmt.Sprintf("ord-%d", rapid.IntRange(1000, 9999).Draw(t, name("order"))))
+		}
+		if rapid.Bool().Draw(t, name("has_customer")) {
+			customer = sim.CreateCustomer(stripesim.CustomerOpts{Email: "buyer@example.com"})
+		}
 		p := sim.Pay(stripesim.PayOpts{
 			Amount:        rapid.Int64Range(100, 1_000_000).Draw(t, name("amount")),
 			Currency:      rapid.SampledFrom([]string{"usd", "eur", "jpy", "kwd"}).Draw(t, name("currency")),
@@ -43,9 +53,20 @@ func script(t *rapid.T, sim *stripesim.Sim) (payments []*stripesim.Payment, refs
 			Processing:    rapid.Bool().Draw(t, name("processing")),
 			FailFirst:     rapid.IntRange(0, 2).Draw(t, name("failures")),
 			Email:         email,
+			OrderID:       order,
+			Customer:      customer,
+			Description:   rapid.SampledFrom([]string{"", "Two mugs", "A kettle"}).Draw(t, name("description")),
 		})
 		payments = append(payments, p)
 		if p.ManualCapture {
+			if rapid.Bool().Draw(t, name("order_changed")) {
+				// The shop moves the authorization to another order before
+				// capturing it: the charge keeps its copy of the old one,
+				// the capture's payment_intent.succeeded names the new.
+				hours(name("order_changed_after_hours"), 0, 24)
+				sim.UpdatePayment(p, stripesim.PaymentUpdate{Description: "Moved to another order",
+					Metadata: map[string]string{"order_id": name("ord-moved"), "moved": "yes"}})
+			}
 			hours(name("capture_after_hours"), 1, 7*24)
 			switch rapid.IntRange(0, 2).Draw(t, name("then")) {
 			case 0:
@@ -161,6 +182,20 @@ func requireProviderTruth(t *rapid.T, w *worldtest.World, sim *stripesim.Sim, pa
 			}
 		}
 		require.True(t, net.Equal(got.AmountRefunded), "%s: ledger refunds %s, API amount_refunded %s", p.ID, net, got.AmountRefunded)
+		// The shop's words, as the PaymentIntent last said them in an
+		// event: a change made with no event after it (an authorization
+		// left as it is) is not known.
+		if p.ManualCapture && p.Metadata["moved"] == "yes" && got.State == "requires_capture" {
+			continue
+		}
+		require.Equal(t, p.Metadata["order_id"], got.Details.Reference, "%s reference", p.ID)
+		require.Equal(t, p.Customer, got.Details.Customer, "%s customer", p.ID)
+		require.Equal(t, p.Description, got.Details.Description, "%s description", p.ID)
+		if len(p.Metadata) == 0 {
+			require.Empty(t, got.Details.Metadata, "%s metadata", p.ID)
+		} else {
+			require.Equal(t, p.Metadata, got.Details.Metadata, "%s metadata", p.ID)
+		}
 	}
 }
 

@@ -173,9 +173,10 @@ func (w *World) Snapshot(t T, paymentIDs []string, extraRefs ...string) Snapshot
 	for _, id := range paymentIDs {
 		p, err := ledger.GetPayment(ctx, w.Pool, id)
 		require.NoError(t, err, "payment %s", id)
-		s.Payments[id] = fmt.Sprintf("%s %s amount=%s captured=%s refunded=%s disputed=%s",
+		s.Payments[id] = fmt.Sprintf("%s %s amount=%s captured=%s refunded=%s disputed=%s reference=%q customer=%q description=%q metadata=%v",
 			p.State, p.Currency, ledger.Format(p.Amount, p.Currency), ledger.Format(p.AmountCaptured, p.Currency),
-			ledger.Format(p.AmountRefunded, p.Currency), ledger.Format(p.AmountDisputed, p.Currency))
+			ledger.Format(p.AmountRefunded, p.Currency), ledger.Format(p.AmountDisputed, p.Currency),
+			p.Details.Reference, p.Details.Customer, p.Details.Description, p.Details.Metadata)
 		txs, err := ledger.TransactionsForPayment(ctx, w.Pool, id)
 		require.NoError(t, err)
 		for _, tx := range txs {
