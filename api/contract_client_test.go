@@ -64,7 +64,8 @@ func TestGeneratedClientIsCurrent(t *testing.T) {
 
 // TestGeneratedClientDrivesTheServer: the client generated from the
 // document, and nothing else, talks to a real server (PostgreSQL, River
-// workers, the Stripe simulator): lists payments, reads one, replays a
+// workers, the Stripe simulator): lists payments, finds them by their
+// reference, reads one, lists and dismisses a double charge, replays a
 // poison event under an Idempotency-Key and starts a reconciliation run.
 // Everything it sends and receives also passes the contract check.
 func TestGeneratedClientDrivesTheServer(t *testing.T) {
@@ -83,7 +84,9 @@ func TestGeneratedClientDrivesTheServer(t *testing.T) {
 	}
 	ops, finance := as(opsTok), as(financeTok)
 
-	p := b.sim.Pay(stripesim.PayOpts{Amount: 36000, Currency: "usd"})
+	p := b.sim.Pay(stripesim.PayOpts{Amount: 36000, Currency: "usd", Metadata: map[string]string{"order_id": "ord_client"}})
+	// The same order paid again, in another currency: a double charge.
+	twice := b.sim.Pay(stripesim.PayOpts{Amount: 33000, Currency: "eur", Metadata: map[string]string{"order_id": "ord_client"}})
 	impossible := b.sim.Emit("charge.succeeded", map[string]any{
 		"id": "ch_client_zzz", "object": "charge", "amount": 100, "amount_captured": 100, "captured": true, "currency": "zzz",
 	})
@@ -96,7 +99,33 @@ func TestGeneratedClientDrivesTheServer(t *testing.T) {
 	require.NotNil(t, list.JSON200)
 	require.Len(t, list.JSON200.Payments, 1)
 	require.Equal(t, p.ID, list.JSON200.Payments[0].ID)
+	require.Equal(t, new("ord_client"), list.JSON200.Payments[0].Reference)
+	require.Equal(t, client.PaymentMetadata{"order_id": "ord_client"}, list.JSON200.Payments[0].Metadata)
 	require.Nil(t, list.JSON200.NextCursor)
+
+	found, err := ops.ListPaymentsWithResponse(ctx, &client.ListPaymentsParams{Q: new("ord_client")})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, found.StatusCode(), string(found.Body))
+	require.ElementsMatch(t, []string{p.ID, twice.ID}, []string{found.JSON200.Payments[0].ID, found.JSON200.Payments[1].ID})
+
+	doubles, err := finance.ListDoubleChargesWithResponse(ctx, &client.ListDoubleChargesParams{State: new(client.DoubleChargeStateOpen)})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, doubles.StatusCode(), string(doubles.Body))
+	require.Len(t, doubles.JSON200.DoubleCharges, 1)
+	require.Equal(t, "ord_client", doubles.JSON200.DoubleCharges[0].Reference)
+	require.Len(t, doubles.JSON200.DoubleCharges[0].Payments, 2)
+
+	dismissed, err := ops.DismissDoubleChargeWithResponse(ctx, "ord_client", &client.DismissDoubleChargeParams{IdempotencyKey: "client-dismiss-1"},
+		client.DismissDoubleChargeRequest{Note: "two deliveries, two payments"})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, dismissed.StatusCode(), string(dismissed.Body))
+	require.Equal(t, client.DoubleChargeStateDismissed, dismissed.JSON200.State)
+	require.Equal(t, new("two deliveries, two payments"), dismissed.JSON200.Note)
+	notOpen, err := ops.DismissDoubleChargeWithResponse(ctx, "ord_client", &client.DismissDoubleChargeParams{IdempotencyKey: "client-dismiss-2"},
+		client.DismissDoubleChargeRequest{Note: "again"})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusConflict, notOpen.StatusCode())
+	require.NotNil(t, notOpen.ApplicationProblemJSON409)
 
 	got, err := finance.GetPaymentWithResponse(ctx, p.ID)
 	require.NoError(t, err)

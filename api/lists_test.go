@@ -258,11 +258,21 @@ func TestPaymentListFiltersAndPagesNewestFirst(t *testing.T) {
 func TestPaymentListIsIndexed(t *testing.T) {
 	t.Parallel()
 	b := setupOps(t)
-	for _, where := range []string{"true", "status = 'succeeded'", "currency = 'usd'"} {
+	for _, where := range []string{"true", "status = 'succeeded'", "currency = 'usd'", "reference = 'ord_1'", "customer = 'cus_1'"} {
 		plan := b.explain(t, `SELECT id FROM payments WHERE `+where+
 			` AND (created_at, id) < (now(), 'x') ORDER BY created_at DESC, id DESC LIMIT 51`)
 		require.NotContains(t, plan, "Seq Scan", plan)
 		require.NotContains(t, plan, "Sort", plan)
+	}
+	// A search is one lookup per index, whatever the role: its few
+	// payments are sorted, never the table.
+	for _, q := range []string{
+		"id = 'x' OR reference = 'x' OR customer = 'x'",
+		"id = 'x' OR reference = 'x' OR customer = 'x' OR (lower(receipt_email) = lower('x') AND receipt_email IS NOT NULL AND receipt_email <> '')",
+	} {
+		plan := b.explain(t, `SELECT id FROM payments WHERE (`+q+`) ORDER BY created_at DESC, id DESC LIMIT 51`)
+		require.NotContains(t, plan, "Seq Scan", plan)
+		require.Contains(t, plan, "Index", plan)
 	}
 }
 

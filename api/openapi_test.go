@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -359,6 +360,12 @@ func TestOpsAnswersMatchTheDocument(t *testing.T) {
 	b.failJobs(t, "evt_doc1", "first", "second")
 	b.namePayment(t, "pi_doc", "evt_doc2", "evt_doc2", "evt_doc2")
 	b.seedRun(t, "2025-03-14", 1)
+	_, err := b.pool.Exec(context.Background(), `UPDATE payments SET reference = 'ord_doc', customer = 'cus_doc',
+		metadata = '{"order_id":"ord_doc"}' WHERE id = 'pi_doc'`)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(context.Background(), `INSERT INTO double_charges (reference, state, detected_at)
+		VALUES ('ord_doc', 'open', now())`)
+	require.NoError(t, err)
 
 	for _, c := range []struct {
 		method, docPath, path, key, body string
@@ -380,6 +387,16 @@ func TestOpsAnswersMatchTheDocument(t *testing.T) {
 		{http.MethodPost, "/v1/ops/events/{provider}/{event_id}/discard", "/v1/ops/events/stripe/evt_doc1/discard", "", "", 400},
 		{http.MethodPost, "/v1/ops/events/{provider}/{event_id}/discard", "/v1/ops/events/stripe/evt_none/discard", "doc-404", `{"reason":"r"}`, 404},
 		{http.MethodGet, "/v1/ops/poison", "/v1/ops/poison", "", "", 401},
+		{http.MethodGet, "/v1/payments", "/v1/payments?reference=ord_doc&status=succeeded", "", "", 200},
+		{http.MethodGet, "/v1/payments", "/v1/payments?customer=cus_doc&currency=usd", "", "", 200},
+		{http.MethodGet, "/v1/payments", "/v1/payments?q=pi_doc", "", "", 200},
+		{http.MethodGet, "/v1/payments/{payment_id}", "/v1/payments/pi_doc", "", "", 200},
+		{http.MethodGet, "/v1/ops/double-charges", "/v1/ops/double-charges?state=open", "", "", 200},
+		{http.MethodGet, "/v1/ops/double-charges", "/v1/ops/double-charges?state=gone", "", "", 400},
+		{http.MethodPost, "/v1/ops/double-charges/{reference}/dismiss", "/v1/ops/double-charges/ord_doc/dismiss", "doc-dc0", `{}`, 400},
+		{http.MethodPost, "/v1/ops/double-charges/{reference}/dismiss", "/v1/ops/double-charges/ord_doc/dismiss", "doc-dc", `{"note":"n"}`, 200},
+		{http.MethodPost, "/v1/ops/double-charges/{reference}/dismiss", "/v1/ops/double-charges/ord_doc/dismiss", "doc-dc2", `{"note":"n"}`, 409},
+		{http.MethodPost, "/v1/ops/double-charges/{reference}/dismiss", "/v1/ops/double-charges/ord_none/dismiss", "doc-dc3", `{"note":"n"}`, 404},
 	} {
 		token := opsTok
 		if c.status == 401 {

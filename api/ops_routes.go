@@ -6,7 +6,7 @@ import (
 )
 
 // opsRoutes mounts the operations routes: the poison queue, replay and
-// discard, the audit log; River's UI behind the ops tokens; and the OpenAPI
+// discard, the audit log, the double charges; River's UI behind the ops tokens; and the OpenAPI
 // document.
 func (s *Server) opsRoutes(e *echo.Echo, v1 *echo.Group) {
 	s.ops.actions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -22,6 +22,7 @@ func (s *Server) opsRoutes(e *echo.Echo, v1 *echo.Group) {
 	s.post(v1, "/ops/events/:provider/:event_id/replay", s.replayEvent, reasonRequest{}, RoleOps)
 	s.post(v1, "/ops/events/:provider/:event_id/discard", s.discardEvent, reasonRequest{}, RoleOps)
 	s.post(v1, "/ops/replay", s.bulkReplay, BulkReplayRequest{}, RoleOps)
+	s.doubleChargeRoutes(v1)
 
 	e.GET("/openapi.json", serveOpenAPI)
 	if s.config.RiverUI {

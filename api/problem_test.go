@@ -69,6 +69,8 @@ var problemCases = []problemCase{
 	{ledger.ErrPeriodNotEnded, 409, "books", "Period cannot be closed", ""},
 	{ledger.ErrPeriodOrder, 409, "books", "Period cannot be closed", ""},
 	{ledger.ErrPeriodNotClosed, 409, "books", "Period not closed", ""},
+	{ledger.ErrDoubleChargeNotFound, 404, "double-charges", "Double charge not found", ""},
+	{ledger.ErrDoubleChargeNotOpen, 409, "double-charges", "Double charge not open", ""},
 	{reconcile.ErrRunNotFound, 404, "reconciliation", "Not found", ""},
 	{reconcile.ErrItemNotFound, 404, "exceptions", "Not found", ""},
 	{reconcile.ErrInvalidResolution, 400, "exceptions", "Invalid resolution", ""},

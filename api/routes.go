@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	"github.com/shopspring/decimal"
@@ -50,9 +51,28 @@ func paymentAmounts(p ledger.Payment) PaymentAmounts {
 	}
 }
 
+// PaymentDetails are the merchant's own words about a payment, as its
+// provider's events carried them: null (metadata: {}) until one did.
+type PaymentDetails struct {
+	Reference   *string           `json:"reference"`
+	Customer    *string           `json:"customer"`
+	Description *string           `json:"description"`
+	Metadata    map[string]string `json:"metadata"`
+}
+
+func paymentDetails(p ledger.Payment) PaymentDetails {
+	d := PaymentDetails{Reference: nullable(p.Details.Reference), Customer: nullable(p.Details.Customer),
+		Description: nullable(p.Details.Description), Metadata: p.Details.Metadata}
+	if d.Metadata == nil {
+		d.Metadata = map[string]string{}
+	}
+	return d
+}
+
 // PaymentView is a payment as GET /v1/payments/{payment_id} shows it.
 type PaymentView struct {
 	PaymentAmounts
+	PaymentDetails
 	History []HistoryView      `json:"history"`
 	Emails  []jobs.EmailRecord `json:"emails"` // each email intent and where it stands
 }
@@ -62,6 +82,7 @@ type PaymentView struct {
 // with when paygate first saw it and last changed it.
 type PaymentSummaryView struct {
 	PaymentAmounts
+	PaymentDetails
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -79,12 +100,31 @@ var paymentStatuses = []statemachine.State{
 	statemachine.StateRefunded, statemachine.StateDisputed, statemachine.StateDisputeLost,
 }
 
+// maxSearchLen bounds ?reference=, ?customer= and ?q= on GET
+// /v1/payments: no payment keeps a longer reference or customer
+// (statemachine.Reported cuts them), so a longer one finds nothing and is
+// a client's mistake.
+const maxSearchLen = statemachine.MaxDetailLen
+
 func (s *Server) listPayments(c echo.Context) error {
 	page, err := pageOf(c)
 	if err != nil {
 		return err
 	}
-	f := ledger.PaymentFilter{Status: statemachine.State(c.QueryParam("status")), Currency: c.QueryParam("currency")}
+	f := ledger.PaymentFilter{Status: statemachine.State(c.QueryParam("status")), Currency: c.QueryParam("currency"),
+		Reference: c.QueryParam("reference"), Customer: c.QueryParam("customer"),
+		// A search box's term: the spaces around a pasted id are not
+		// part of it.
+		Q: strings.TrimSpace(c.QueryParam("q")),
+		// Finance reconciles money, not customers: it neither sees a
+		// receipt address unmasked nor finds payments by one.
+		QEmail: callerOf(c).Roles[RoleOps],
+	}
+	for _, p := range [][2]string{{"reference", f.Reference}, {"customer", f.Customer}, {"q", f.Q}} {
+		if utf8.RuneCountInString(p[1]) > maxSearchLen {
+			return badRequest("%s must be at most %d characters", p[0], maxSearchLen)
+		}
+	}
 	if f.Status != "" && !slices.Contains(paymentStatuses, f.Status) {
 		return badRequest("status must be one of processing, requires_capture, succeeded, canceled, failed, " +
 			"partially_refunded, refunded, disputed, dispute_lost")
@@ -99,7 +139,8 @@ func (s *Server) listPayments(c echo.Context) error {
 	out := PaymentPage{Payments: make([]PaymentSummaryView, 0, len(payments)), NextCursor: nullable(next)}
 	for _, p := range payments {
 		out.Payments = append(out.Payments, PaymentSummaryView{
-			PaymentAmounts: paymentAmounts(p), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(),
+			PaymentAmounts: paymentAmounts(p), PaymentDetails: paymentDetails(p),
+			CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(),
 		})
 	}
 	return writeJSON(c, http.StatusOK, out)
@@ -125,7 +166,7 @@ func (s *Server) getPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := PaymentView{PaymentAmounts: paymentAmounts(p), History: make([]HistoryView, 0, len(history))}
+	v := PaymentView{PaymentAmounts: paymentAmounts(p), PaymentDetails: paymentDetails(p), History: make([]HistoryView, 0, len(history))}
 	for _, h := range history {
 		hv := HistoryView{To: h.To, EventID: h.EventID, At: h.At.UTC()}
 		if h.From != "" {

@@ -22,6 +22,7 @@ import (
 const (
 	AuditEntryActionBulkReplay            AuditEntryAction = "bulk_replay"
 	AuditEntryActionDiscard               AuditEntryAction = "discard"
+	AuditEntryActionDoubleChargeDismiss   AuditEntryAction = "double_charge_dismiss"
 	AuditEntryActionPeriodClose           AuditEntryAction = "period_close"
 	AuditEntryActionReconciliationResolve AuditEntryAction = "reconciliation_resolve"
 	AuditEntryActionRefundFailed          AuditEntryAction = "refund_failed"
@@ -36,6 +37,8 @@ func (e AuditEntryAction) Valid() bool {
 	case AuditEntryActionBulkReplay:
 		return true
 	case AuditEntryActionDiscard:
+		return true
+	case AuditEntryActionDoubleChargeDismiss:
 		return true
 	case AuditEntryActionPeriodClose:
 		return true
@@ -87,6 +90,27 @@ func (e DeliveryStatus) Valid() bool {
 	case DeliveryStatusPending:
 		return true
 	case DeliveryStatusSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DoubleChargeState.
+const (
+	DoubleChargeStateDismissed DoubleChargeState = "dismissed"
+	DoubleChargeStateOpen      DoubleChargeState = "open"
+	DoubleChargeStateResolved  DoubleChargeState = "resolved"
+)
+
+// Valid indicates whether the value is a known member of the DoubleChargeState enum.
+func (e DoubleChargeState) Valid() bool {
+	switch e {
+	case DoubleChargeStateDismissed:
+		return true
+	case DoubleChargeStateOpen:
+		return true
+	case DoubleChargeStateResolved:
 		return true
 	default:
 		return false
@@ -708,7 +732,7 @@ type AttemptError struct {
 
 // AuditEntry defines model for AuditEntry.
 type AuditEntry struct {
-	// Action a replay by filter records one bulk_replay entry per event; the sweeper one sweep entry per event it re-enqueued; refund_request and refund_failed name the refund request (rr_…) in event_id; reconciliation_resolve names the reconciliation item's id in event_id and its run's provider in provider, its reason the resolution, the item, a write-off's amount and ledger ref, and finance's note; period_close names the month (YYYY-MM) in event_id and ledger in provider, its reason the trial balance's digest
+	// Action a replay by filter records one bulk_replay entry per event; the sweeper one sweep entry per event it re-enqueued; refund_request and refund_failed name the refund request (rr_…) in event_id; reconciliation_resolve names the reconciliation item's id in event_id and its run's provider in provider, its reason the resolution, the item, a write-off's amount and ledger ref, and finance's note; period_close names the month (YYYY-MM) in event_id and ledger in provider, its reason the trial balance's digest; double_charge_dismiss names the double charge's reference in event_id and payments in provider, its reason ops' note
 	Action AuditEntryAction `json:"action"`
 
 	// Actor the caller's token identity (token:<hash prefix>), cli:<OS user>, sweeper; for a failed refund, paygate (refused, or past the key window) or provider (reported failed)
@@ -721,7 +745,7 @@ type AuditEntry struct {
 	Reason         *string   `json:"reason"`
 }
 
-// AuditEntryAction a replay by filter records one bulk_replay entry per event; the sweeper one sweep entry per event it re-enqueued; refund_request and refund_failed name the refund request (rr_…) in event_id; reconciliation_resolve names the reconciliation item's id in event_id and its run's provider in provider, its reason the resolution, the item, a write-off's amount and ledger ref, and finance's note; period_close names the month (YYYY-MM) in event_id and ledger in provider, its reason the trial balance's digest
+// AuditEntryAction a replay by filter records one bulk_replay entry per event; the sweeper one sweep entry per event it re-enqueued; refund_request and refund_failed name the refund request (rr_…) in event_id; reconciliation_resolve names the reconciliation item's id in event_id and its run's provider in provider, its reason the resolution, the item, a write-off's amount and ledger ref, and finance's note; period_close names the month (YYYY-MM) in event_id and ledger in provider, its reason the trial balance's digest; double_charge_dismiss names the double charge's reference in event_id and payments in provider, its reason ops' note
 type AuditEntryAction string
 
 // AuditPage defines model for AuditPage.
@@ -841,6 +865,62 @@ type DiscardRequest struct {
 	// Reason why the event is set aside; recorded in the audit log
 	Reason string `json:"reason"`
 }
+
+// DismissDoubleChargeRequest defines model for DismissDoubleChargeRequest.
+type DismissDoubleChargeRequest struct {
+	// Note why the reference is rightly paid more than once (an order paid in parts); required, at most 2,000 bytes; kept with the double charge and in the audit log
+	Note string `json:"note"`
+}
+
+// DoubleCharge Two or more payments with the same reference, each captured − refunded > 0: the customer was likely charged twice for one order.
+type DoubleCharge struct {
+	// DetectedAt when it last opened
+	DetectedAt time.Time `json:"detected_at"`
+
+	// DismissedBy who dismissed it, as the audit log names them; null unless dismissed
+	DismissedBy *string `json:"dismissed_by"`
+
+	// Note ops' note on the dismissal; null unless dismissed
+	Note *string `json:"note"`
+
+	// Payments every payment of the reference, any provider and currency, oldest first
+	Payments []DoubleChargePayment `json:"payments"`
+
+	// Reference the merchant's order reference its payments share
+	Reference string `json:"reference"`
+
+	// ResolvedAt when it resolved or was dismissed; null while open
+	ResolvedAt *time.Time `json:"resolved_at"`
+
+	// State open: two or more of the reference's payments are net captured (captured − refunded > 0); resolved: a refund left at most one (it opens again if another is captured); dismissed: ops said the order was meant to be paid in parts, and it stays so
+	State DoubleChargeState `json:"state"`
+}
+
+// DoubleChargePage defines model for DoubleChargePage.
+type DoubleChargePage struct {
+	DoubleCharges []DoubleCharge `json:"double_charges"`
+
+	// NextCursor pass as ?cursor= for the next page; null at the end
+	NextCursor *string `json:"next_cursor"`
+}
+
+// DoubleChargePayment One payment of the reference, whether net captured or not.
+type DoubleChargePayment struct {
+	// AmountCaptured decimal amount in the currency's major unit, e.g. "360.00"
+	AmountCaptured string `json:"amount_captured"`
+
+	// AmountRefunded decimal amount in the currency's major unit, e.g. "360.00"
+	AmountRefunded string `json:"amount_refunded"`
+
+	// Currency lowercase ISO 4217 code
+	Currency string        `json:"currency"`
+	ID       string        `json:"id"`
+	Provider string        `json:"provider"`
+	Status   PaymentStatus `json:"status"`
+}
+
+// DoubleChargeState open: two or more of the reference's payments are net captured (captured − refunded > 0); resolved: a refund left at most one (it opens again if another is captured); dismissed: ops said the order was meant to be paid in parts, and it stays so
+type DoubleChargeState string
 
 // Email defines model for Email.
 type Email struct {
@@ -1090,14 +1170,26 @@ type Payment struct {
 	// Currency lowercase ISO 4217 code, as Stripe sends it
 	Currency string `json:"currency"`
 
+	// Customer the provider's customer: Stripe's customer (cus_…), Adyen's additionalData.shopperReference. From the newest event that carries one; null until one does
+	Customer *string `json:"customer"`
+
+	// Description Stripe's description of the payment; null until an event carries one (Adyen's events carry none)
+	Description *string `json:"description"`
+
 	// Emails the payment's email intents and where each stands
 	Emails  *[]Email      `json:"emails,omitempty"`
 	History []HistoryItem `json:"history"`
 
 	// ID the PaymentIntent id, or the charge id for a charge without one
-	ID       string        `json:"id"`
-	Provider string        `json:"provider"`
-	Status   PaymentStatus `json:"status"`
+	ID string `json:"id"`
+
+	// Metadata the merchant's metadata, every value a string: Stripe's metadata object, Adyen's additionalData metadata.<key> entries (by <key>). From the newest event that carries any; {} until one does. Kept to 50 keys (the first in key order) of at most 40 characters, values of at most 500
+	Metadata PaymentMetadata `json:"metadata"`
+	Provider string          `json:"provider"`
+
+	// Reference the merchant's order reference (at most 500 characters, trimmed): the PaymentIntent's metadata[PAYGATE_STRIPE_REFERENCE_KEY] (default order_id), or the charge's for a payment without a PaymentIntent; Adyen's merchantReference. From the newest event (by the provider's created, then event id) that carries one; null until one does. What ?reference= and ?q= on GET /v1/payments find, and what double charges are grouped by
+	Reference *string       `json:"reference"`
+	Status    PaymentStatus `json:"status"`
 }
 
 // PaymentLedger defines model for PaymentLedger.
@@ -1123,21 +1215,37 @@ type PaymentMessageType string
 
 // PaymentMessageData defines model for PaymentMessageData.
 type PaymentMessageData struct {
+	// Payment The payment as it stands after the change. reference, customer, description and metadata are on every message written since payments carry them (null, and {} for metadata, until an event carried them); older messages lack them.
 	Payment struct {
 		Amount         string `json:"amount"`
 		AmountCaptured string `json:"amount_captured"`
 		AmountDisputed string `json:"amount_disputed"`
 		AmountRefunded string `json:"amount_refunded"`
 		Currency       string `json:"currency"`
-		ID             string `json:"id"`
+
+		// Customer the provider's customer: Stripe's customer (cus_…), Adyen's additionalData.shopperReference. From the newest event that carries one; null until one does; absent from messages written before payments carried it
+		Customer *string `json:"customer,omitempty"`
+
+		// Description Stripe's description of the payment; null until an event carries one (Adyen's events carry none); absent from messages written before payments carried it
+		Description *string `json:"description,omitempty"`
+		ID          string  `json:"id"`
+
+		// Metadata the merchant's metadata, every value a string: Stripe's metadata object, Adyen's additionalData metadata.<key> entries (by <key>). From the newest event that carries any; {} until one does. Kept to 50 keys (the first in key order) of at most 40 characters, values of at most 500
+		Metadata *PaymentMetadata `json:"metadata,omitempty"`
 
 		// PreviousStatus null on the payment's first message
 		PreviousStatus *PaymentStatus `json:"previous_status"`
 		Provider       string         `json:"provider"`
-		Status         PaymentStatus  `json:"status"`
-		UpdatedAt      time.Time      `json:"updated_at"`
+
+		// Reference the merchant's order reference (at most 500 characters, trimmed): the PaymentIntent's metadata[PAYGATE_STRIPE_REFERENCE_KEY] (default order_id), or the charge's for a payment without a PaymentIntent; Adyen's merchantReference. From the newest event (by the provider's created, then event id) that carries one; null until one does. What ?reference= and ?q= on GET /v1/payments find, and what double charges are grouped by; absent from messages written before payments carried it
+		Reference *string       `json:"reference,omitempty"`
+		Status    PaymentStatus `json:"status"`
+		UpdatedAt time.Time     `json:"updated_at"`
 	} `json:"payment"`
 }
+
+// PaymentMetadata the merchant's metadata, every value a string: Stripe's metadata object, Adyen's additionalData metadata.<key> entries (by <key>). From the newest event that carries any; {} until one does. Kept to 50 keys (the first in key order) of at most 40 characters, values of at most 500
+type PaymentMetadata map[string]string
 
 // PaymentPage defines model for PaymentPage.
 type PaymentPage struct {
@@ -1169,10 +1277,22 @@ type PaymentSummary struct {
 	// Currency lowercase ISO 4217 code, as Stripe sends it
 	Currency string `json:"currency"`
 
+	// Customer the provider's customer: Stripe's customer (cus_…), Adyen's additionalData.shopperReference. From the newest event that carries one; null until one does
+	Customer *string `json:"customer"`
+
+	// Description Stripe's description of the payment; null until an event carries one (Adyen's events carry none)
+	Description *string `json:"description"`
+
 	// ID the PaymentIntent id, or the charge id for a charge without one
-	ID       string        `json:"id"`
-	Provider string        `json:"provider"`
-	Status   PaymentStatus `json:"status"`
+	ID string `json:"id"`
+
+	// Metadata the merchant's metadata, every value a string: Stripe's metadata object, Adyen's additionalData metadata.<key> entries (by <key>). From the newest event that carries any; {} until one does. Kept to 50 keys (the first in key order) of at most 40 characters, values of at most 500
+	Metadata PaymentMetadata `json:"metadata"`
+	Provider string          `json:"provider"`
+
+	// Reference the merchant's order reference (at most 500 characters, trimmed): the PaymentIntent's metadata[PAYGATE_STRIPE_REFERENCE_KEY] (default order_id), or the charge's for a payment without a PaymentIntent; Adyen's merchantReference. From the newest event (by the provider's created, then event id) that carries one; null until one does. What ?reference= and ?q= on GET /v1/payments find, and what double charges are grouped by
+	Reference *string       `json:"reference"`
+	Status    PaymentStatus `json:"status"`
 
 	// UpdatedAt when its projection last changed
 	UpdatedAt time.Time `json:"updated_at"`
@@ -1276,7 +1396,7 @@ type ReconciliationExceptionCounts struct {
 	Resolved int `json:"resolved"`
 }
 
-// ReconciliationItem One line of a run. The CSV has the same columns, in the order status, provider_txn_id, source_id, ref, type, currency, provider_amount, provider_fee, ledger_amount, presentment_currency, presentment_amount, exchange_rate, id, run_id, payment_id, resolution, note, resolved_by, resolved_at, adjustment_ref.
+// ReconciliationItem One line of a run. The CSV has the same columns, in the order status, provider_txn_id, source_id, ref, type, currency, provider_amount, provider_fee, ledger_amount, presentment_currency, presentment_amount, exchange_rate, id, run_id, payment_id, resolution, note, resolved_by, resolved_at, adjustment_ref, reference.
 type ReconciliationItem struct {
 	// AdjustmentRef the ledger ref of a write-off's adjustment (kind adjustment, against reconciliation_adjustments); null when the resolution moved no money
 	AdjustmentRef *string `json:"adjustment_ref"`
@@ -1308,6 +1428,9 @@ type ReconciliationItem struct {
 	// ProviderTxnID the provider's record: Stripe's balance transaction (txn_…), an Adyen report row's Psp Reference (the payment's); null for missing_at_provider
 	ProviderTxnID *string `json:"provider_txn_id"`
 	Ref           *string `json:"ref"`
+
+	// Reference the merchant's order reference of the item's payment (see Payment.reference); null when the item has no payment or its payment none
+	Reference *string `json:"reference"`
 
 	// Resolution how finance resolved the exception; null while it is open, and on matched and fee_posted items
 	Resolution *ReconciliationResolution `json:"resolution"`
@@ -1917,6 +2040,24 @@ type ListAuditEntriesParams struct {
 	Provider *string `form:"provider,omitempty" json:"provider,omitempty"`
 }
 
+// ListDoubleChargesParams defines parameters for ListDoubleCharges.
+type ListDoubleChargesParams struct {
+	// Cursor opaque cursor from next_cursor
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit page size, 1 to 500 (larger values are capped)
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// State only the double charges in this state; all of them when absent; any other value is a 400
+	State *DoubleChargeState `form:"state,omitempty" json:"state,omitempty"`
+}
+
+// DismissDoubleChargeParams defines parameters for DismissDoubleCharge.
+type DismissDoubleChargeParams struct {
+	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
 // DiscardEventParams defines parameters for DiscardEvent.
 type DiscardEventParams struct {
 	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
@@ -1969,6 +2110,15 @@ type ListPaymentsParams struct {
 
 	// Currency lowercase ISO 4217 code
 	Currency *string `form:"currency,omitempty" json:"currency,omitempty"`
+
+	// Reference only the payments of this order reference, exactly (case and all); more than 500 characters is a 400
+	Reference *string `form:"reference,omitempty" json:"reference,omitempty"`
+
+	// Customer only the payments of this customer (cus_…, an Adyen shopperReference), exactly; more than 500 characters is a 400
+	Customer *string `form:"customer,omitempty" json:"customer,omitempty"`
+
+	// Q a search: the payment with this id, and the payments whose reference or customer is this, exactly; for the ops role also those whose receipt email is this, whatever its case (finance does not find payments by email). Spaces around it are ignored; more than 500 characters is a 400
+	Q *string `form:"q,omitempty" json:"q,omitempty"`
 }
 
 // CreateRefundParams defines parameters for CreateRefund.
@@ -2108,6 +2258,9 @@ type RecoverEndpointJSONRequestBody = RecoverRequest
 
 // ResendMessageJSONRequestBody defines body for ResendMessage for application/json ContentType.
 type ResendMessageJSONRequestBody = ResendRequest
+
+// DismissDoubleChargeJSONRequestBody defines body for DismissDoubleCharge for application/json ContentType.
+type DismissDoubleChargeJSONRequestBody = DismissDoubleChargeRequest
 
 // DiscardEventJSONRequestBody defines body for DiscardEvent for application/json ContentType.
 type DiscardEventJSONRequestBody = DiscardRequest
@@ -2499,6 +2652,31 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/ops/broker (the `GetBroker` operationId).
 	GetBroker(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListDoubleCharges Double charges: references paid more than once, most recently detected first
+	//
+	// A reference whose payments (any providers, any currencies) include two or more each captured − refunded > 0 is an open double charge, found as the payments' events are applied. It resolves by itself when a refund leaves at most one net captured; ops may dismiss it (POST /v1/ops/double-charges/{reference}/dismiss) when the order was meant to be paid in parts.
+	//
+	// Corresponds with GET /v1/ops/double-charges (the `ListDoubleCharges` operationId).
+	ListDoubleCharges(ctx context.Context, params *ListDoubleChargesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DismissDoubleChargeWithBody Dismiss an open double charge with a note
+	//
+	// For an order the merchant meant to be paid in parts: the double charge becomes dismissed for good, and an audit entry (double_charge_dismiss) records who and why, in the same transaction. Its payments are not touched.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/ops/double-charges/{reference}/dismiss (the `DismissDoubleCharge` operationId).
+	DismissDoubleChargeWithBody(ctx context.Context, reference string, params *DismissDoubleChargeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DismissDoubleCharge Dismiss an open double charge with a note
+	//
+	// For an order the merchant meant to be paid in parts: the double charge becomes dismissed for good, and an audit entry (double_charge_dismiss) records who and why, in the same transaction. Its payments are not touched.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/ops/double-charges/{reference}/dismiss (the `DismissDoubleCharge` operationId).
+	DismissDoubleCharge(ctx context.Context, reference string, params *DismissDoubleChargeParams, body DismissDoubleChargeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DiscardEventWithBody Discard one event with a reason
 	//
 	// Takes any type of body and a specified content type.
@@ -2553,7 +2731,7 @@ type ClientInterface interface {
 
 	// ListPayments Payments, newest first (by created_at), with filters
 	//
-	// Ordered by created_at, when paygate first saw the payment, then id: unlike updated_at it never moves, so a payment that changes while a client pages is neither skipped nor repeated.
+	// Ordered by created_at, when paygate first saw the payment, then id: unlike updated_at it never moves, so a payment that changes while a client pages is neither skipped nor repeated. The filters combine: every one given must hold. reference, customer and q find payments by what the merchant knows them by, through indexes, however many payments there are.
 	//
 	// Corresponds with GET /v1/payments (the `ListPayments` operationId).
 	ListPayments(ctx context.Context, params *ListPaymentsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3228,6 +3406,61 @@ func (c *Client) GetBroker(ctx context.Context, reqEditors ...RequestEditorFn) (
 	return c.Client.Do(req)
 }
 
+// ListDoubleCharges Double charges: references paid more than once, most recently detected first
+//
+// A reference whose payments (any providers, any currencies) include two or more each captured − refunded > 0 is an open double charge, found as the payments' events are applied. It resolves by itself when a refund leaves at most one net captured; ops may dismiss it (POST /v1/ops/double-charges/{reference}/dismiss) when the order was meant to be paid in parts.
+//
+// Corresponds with GET /v1/ops/double-charges (the `ListDoubleCharges` operationId).
+func (c *Client) ListDoubleCharges(ctx context.Context, params *ListDoubleChargesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListDoubleChargesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DismissDoubleChargeWithBody Dismiss an open double charge with a note
+//
+// For an order the merchant meant to be paid in parts: the double charge becomes dismissed for good, and an audit entry (double_charge_dismiss) records who and why, in the same transaction. Its payments are not touched.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/ops/double-charges/{reference}/dismiss (the `DismissDoubleCharge` operationId).
+func (c *Client) DismissDoubleChargeWithBody(ctx context.Context, reference string, params *DismissDoubleChargeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDismissDoubleChargeRequestWithBody(c.Server, reference, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DismissDoubleCharge Dismiss an open double charge with a note
+//
+// For an order the merchant meant to be paid in parts: the double charge becomes dismissed for good, and an audit entry (double_charge_dismiss) records who and why, in the same transaction. Its payments are not touched.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/ops/double-charges/{reference}/dismiss (the `DismissDoubleCharge` operationId).
+func (c *Client) DismissDoubleCharge(ctx context.Context, reference string, params *DismissDoubleChargeParams, body DismissDoubleChargeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDismissDoubleChargeRequest(c.Server, reference, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // DiscardEventWithBody Discard one event with a reason
 //
 // Takes any type of body and a specified content type.
@@ -3362,7 +3595,7 @@ func (c *Client) GetOpsStats(ctx context.Context, reqEditors ...RequestEditorFn)
 
 // ListPayments Payments, newest first (by created_at), with filters
 //
-// Ordered by created_at, when paygate first saw the payment, then id: unlike updated_at it never moves, so a payment that changes while a client pages is neither skipped nor repeated.
+// Ordered by created_at, when paygate first saw the payment, then id: unlike updated_at it never moves, so a payment that changes while a client pages is neither skipped nor repeated. The filters combine: every one given must hold. reference, customer and q find payments by what the merchant knows them by, through indexes, however many payments there are.
 //
 // Corresponds with GET /v1/payments (the `ListPayments` operationId).
 func (c *Client) ListPayments(ctx context.Context, params *ListPaymentsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5165,6 +5398,144 @@ func NewGetBrokerRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListDoubleChargesRequest constructs an http.Request for the ListDoubleCharges method
+func NewListDoubleChargesRequest(server string, params *ListDoubleChargesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/ops/double-charges")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDismissDoubleChargeRequest calls the generic DismissDoubleCharge builder with application/json body
+func NewDismissDoubleChargeRequest(server string, reference string, params *DismissDoubleChargeParams, body DismissDoubleChargeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDismissDoubleChargeRequestWithBody(server, reference, params, "application/json", bodyReader)
+}
+
+// NewDismissDoubleChargeRequestWithBody constructs an http.Request for the DismissDoubleCharge method, with any body, and a specified content type
+func NewDismissDoubleChargeRequestWithBody(server string, reference string, params *DismissDoubleChargeParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "reference", reference, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/ops/double-charges/%s/dismiss", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
 // NewDiscardEventRequest calls the generic DiscardEvent builder with application/json body
 func NewDiscardEventRequest(server string, provider Provider, eventID EventID, params *DiscardEventParams, body DiscardEventJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -5560,6 +5931,42 @@ func NewListPaymentsRequest(server string, params *ListPaymentsParams) (*http.Re
 		if params.Currency != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "currency", *params.Currency, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Reference != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "reference", *params.Reference, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Customer != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "customer", *params.Customer, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Q != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "q", *params.Q, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -6690,6 +7097,33 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/ops/broker (the `GetBroker` operationId).
 	GetBrokerWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetBrokerResponse, error)
 
+	// ListDoubleChargesWithResponse Double charges: references paid more than once, most recently detected first
+	//
+	// A reference whose payments (any providers, any currencies) include two or more each captured − refunded > 0 is an open double charge, found as the payments' events are applied. It resolves by itself when a refund leaves at most one net captured; ops may dismiss it (POST /v1/ops/double-charges/{reference}/dismiss) when the order was meant to be paid in parts.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/ops/double-charges (the `ListDoubleCharges` operationId).
+	ListDoubleChargesWithResponse(ctx context.Context, params *ListDoubleChargesParams, reqEditors ...RequestEditorFn) (*ListDoubleChargesResponse, error)
+
+	// DismissDoubleChargeWithBodyWithResponse Dismiss an open double charge with a note
+	//
+	// For an order the merchant meant to be paid in parts: the double charge becomes dismissed for good, and an audit entry (double_charge_dismiss) records who and why, in the same transaction. Its payments are not touched.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/ops/double-charges/{reference}/dismiss (the `DismissDoubleCharge` operationId).
+	DismissDoubleChargeWithBodyWithResponse(ctx context.Context, reference string, params *DismissDoubleChargeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DismissDoubleChargeResponse, error)
+
+	// DismissDoubleChargeWithResponse Dismiss an open double charge with a note
+	//
+	// For an order the merchant meant to be paid in parts: the double charge becomes dismissed for good, and an audit entry (double_charge_dismiss) records who and why, in the same transaction. Its payments are not touched.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/ops/double-charges/{reference}/dismiss (the `DismissDoubleCharge` operationId).
+	DismissDoubleChargeWithResponse(ctx context.Context, reference string, params *DismissDoubleChargeParams, body DismissDoubleChargeJSONRequestBody, reqEditors ...RequestEditorFn) (*DismissDoubleChargeResponse, error)
+
 	// DiscardEventWithBodyWithResponse Discard one event with a reason
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -6748,7 +7182,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListPaymentsWithResponse Payments, newest first (by created_at), with filters
 	//
-	// Ordered by created_at, when paygate first saw the payment, then id: unlike updated_at it never moves, so a payment that changes while a client pages is neither skipped nor repeated.
+	// Ordered by created_at, when paygate first saw the payment, then id: unlike updated_at it never moves, so a payment that changes while a client pages is neither skipped nor repeated. The filters combine: every one given must hold. reference, customer and q find payments by what the merchant knows them by, through indexes, however many payments there are.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9845,6 +10279,249 @@ func (r GetBrokerResponse) ContentType() string {
 	return ""
 }
 
+// ListDoubleChargesResponse401Headers the declared response headers of an HTTP 401 response for ListDoubleCharges
+type ListDoubleChargesResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ListDoubleChargesResponse429Headers the declared response headers of an HTTP 429 response for ListDoubleCharges
+type ListDoubleChargesResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListDoubleChargesResponse503Headers the declared response headers of an HTTP 503 response for ListDoubleCharges
+type ListDoubleChargesResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListDoubleChargesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DoubleChargePage
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyFailures
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *InternalError
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListDoubleChargesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListDoubleChargesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListDoubleChargesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListDoubleChargesResponse) GetJSON200() *DoubleChargePage {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListDoubleChargesResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListDoubleChargesResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListDoubleChargesResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListDoubleChargesResponse) GetApplicationProblemJSON429() *TooManyFailures {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListDoubleChargesResponse) GetApplicationProblemJSON500() *InternalError {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListDoubleChargesResponse) GetApplicationProblemJSON503() *Unavailable {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListDoubleChargesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListDoubleChargesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListDoubleChargesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListDoubleChargesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DismissDoubleChargeResponse200Headers the declared response headers of an HTTP 200 response for DismissDoubleCharge
+type DismissDoubleChargeResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
+// DismissDoubleChargeResponse401Headers the declared response headers of an HTTP 401 response for DismissDoubleCharge
+type DismissDoubleChargeResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// DismissDoubleChargeResponse429Headers the declared response headers of an HTTP 429 response for DismissDoubleCharge
+type DismissDoubleChargeResponse429Headers struct {
+	RetryAfter *int
+}
+
+// DismissDoubleChargeResponse503Headers the declared response headers of an HTTP 503 response for DismissDoubleCharge
+type DismissDoubleChargeResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DismissDoubleChargeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DoubleCharge
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *TooLarge
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *IdempotencyMismatch
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyFailures
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *InternalError
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *DismissDoubleChargeResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DismissDoubleChargeResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DismissDoubleChargeResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DismissDoubleChargeResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DismissDoubleChargeResponse) GetJSON200() *DoubleCharge {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DismissDoubleChargeResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DismissDoubleChargeResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DismissDoubleChargeResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DismissDoubleChargeResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DismissDoubleChargeResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r DismissDoubleChargeResponse) GetApplicationProblemJSON413() *TooLarge {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DismissDoubleChargeResponse) GetApplicationProblemJSON422() *IdempotencyMismatch {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DismissDoubleChargeResponse) GetApplicationProblemJSON429() *TooManyFailures {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DismissDoubleChargeResponse) GetApplicationProblemJSON500() *InternalError {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DismissDoubleChargeResponse) GetApplicationProblemJSON503() *Unavailable {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DismissDoubleChargeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DismissDoubleChargeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DismissDoubleChargeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DismissDoubleChargeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // DiscardEventResponse200Headers the declared response headers of an HTTP 200 response for DiscardEvent
 type DiscardEventResponse200Headers struct {
 	IdempotentReplayed *string
@@ -12630,6 +13307,51 @@ func (c *ClientWithResponses) GetBrokerWithResponse(ctx context.Context, reqEdit
 	return ParseGetBrokerResponse(rsp)
 }
 
+// ListDoubleChargesWithResponse Double charges: references paid more than once, most recently detected first
+//
+// A reference whose payments (any providers, any currencies) include two or more each captured − refunded > 0 is an open double charge, found as the payments' events are applied. It resolves by itself when a refund leaves at most one net captured; ops may dismiss it (POST /v1/ops/double-charges/{reference}/dismiss) when the order was meant to be paid in parts.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/ops/double-charges (the `ListDoubleCharges` operationId).
+func (c *ClientWithResponses) ListDoubleChargesWithResponse(ctx context.Context, params *ListDoubleChargesParams, reqEditors ...RequestEditorFn) (*ListDoubleChargesResponse, error) {
+	rsp, err := c.ListDoubleCharges(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListDoubleChargesResponse(rsp)
+}
+
+// DismissDoubleChargeWithBodyWithResponse Dismiss an open double charge with a note
+//
+// For an order the merchant meant to be paid in parts: the double charge becomes dismissed for good, and an audit entry (double_charge_dismiss) records who and why, in the same transaction. Its payments are not touched.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/ops/double-charges/{reference}/dismiss (the `DismissDoubleCharge` operationId).
+func (c *ClientWithResponses) DismissDoubleChargeWithBodyWithResponse(ctx context.Context, reference string, params *DismissDoubleChargeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DismissDoubleChargeResponse, error) {
+	rsp, err := c.DismissDoubleChargeWithBody(ctx, reference, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDismissDoubleChargeResponse(rsp)
+}
+
+// DismissDoubleChargeWithResponse Dismiss an open double charge with a note
+//
+// For an order the merchant meant to be paid in parts: the double charge becomes dismissed for good, and an audit entry (double_charge_dismiss) records who and why, in the same transaction. Its payments are not touched.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/ops/double-charges/{reference}/dismiss (the `DismissDoubleCharge` operationId).
+func (c *ClientWithResponses) DismissDoubleChargeWithResponse(ctx context.Context, reference string, params *DismissDoubleChargeParams, body DismissDoubleChargeJSONRequestBody, reqEditors ...RequestEditorFn) (*DismissDoubleChargeResponse, error) {
+	rsp, err := c.DismissDoubleCharge(ctx, reference, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDismissDoubleChargeResponse(rsp)
+}
+
 // DiscardEventWithBodyWithResponse Discard one event with a reason
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -12736,7 +13458,7 @@ func (c *ClientWithResponses) GetOpsStatsWithResponse(ctx context.Context, reqEd
 
 // ListPaymentsWithResponse Payments, newest first (by created_at), with filters
 //
-// Ordered by created_at, when paygate first saw the payment, then id: unlike updated_at it never moves, so a payment that changes while a client pages is neither skipped nor repeated.
+// Ordered by created_at, when paygate first saw the payment, then id: unlike updated_at it never moves, so a payment that changes while a client pages is neither skipped nor repeated. The filters combine: every one given must hold. reference, customer and q find payments by what the merchant knows them by, through indexes, however many payments there are.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -15843,6 +16565,246 @@ func ParseGetBrokerResponse(rsp *http.Response) (*GetBrokerResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetBrokerResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListDoubleChargesResponse parses an HTTP response from a ListDoubleChargesWithResponse call
+func ParseListDoubleChargesResponse(rsp *http.Response) (*ListDoubleChargesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListDoubleChargesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DoubleChargePage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyFailures
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListDoubleChargesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListDoubleChargesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListDoubleChargesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDismissDoubleChargeResponse parses an HTTP response from a DismissDoubleChargeWithResponse call
+func ParseDismissDoubleChargeResponse(rsp *http.Response) (*DismissDoubleChargeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DismissDoubleChargeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DoubleCharge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyMismatch
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyFailures
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers DismissDoubleChargeResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers DismissDoubleChargeResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DismissDoubleChargeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DismissDoubleChargeResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
