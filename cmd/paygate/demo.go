@@ -31,10 +31,13 @@ const demoUsage = `usage:
 paygate demo shows paygate working on a running server (make run): the
 demo's shop sends a day of payments (by default yesterday, UTC) from its
 Stripe account and its Adyen merchant account through paygate's webhook
-endpoints, signed as the providers sign them; refunds two Stripe payments
-and an Adyen one through paygate's refund API; registers the shop's
+endpoints, signed as the providers sign them, each naming the shop's
+order, its shopper and what was bought; checks that paygate found the
+order the day charges twice; refunds two Stripe payments (the extra one
+of that order among them) and an Adyen one through paygate's refund API,
+and checks that the double charge is resolved; registers the shop's
 endpoint for paygate's messages; reconciles the day; and prints what to
-open in the console. Run it again for another set of payments.
+open in the console. Run it again for another set of payments and orders.
 
 paygate demo serve is the shop's side, which make run starts: the
 simulated Stripe and Adyen APIs paygate calls (PAYGATE_STRIPE_API_URL,
@@ -194,7 +197,13 @@ func (d *demoRun) run(ctx context.Context, day time.Time, endpoint bool) error {
 	if err := d.awaitApplied(ctx, rep.Stripe.Events+rep.Adyen.Events); err != nil {
 		return err
 	}
+	if err := d.awaitDoubleCharges(ctx, rep.DoubleCharges, ledgerOpen); err != nil {
+		return err
+	}
 	if err := d.refund(ctx, rep.Refunds); err != nil {
+		return err
+	}
+	if err := d.awaitDoubleCharges(ctx, rep.DoubleCharges, ledgerResolved); err != nil {
 		return err
 	}
 	runID, err := d.reconcile(ctx, date)
@@ -210,6 +219,9 @@ func (d *demoRun) run(ctx context.Context, day time.Time, endpoint bool) error {
 	d.say("  payments        %s/console/payments", d.gateway)
 	d.say("  the run         %s/console/reconciliation/runs/%d", d.gateway, runID)
 	d.say("  the books       %s/console/books", d.gateway)
+	for _, dc := range rep.DoubleCharges {
+		d.say("  order %-9s %s/console/payments?reference=%s", dc.Reference, d.gateway, url.QueryEscape(dc.Reference))
+	}
 	if d.endpointID != "" {
 		d.say("  deliveries      %s/console/endpoints/%s", d.gateway, d.endpointID)
 	}
@@ -339,7 +351,7 @@ func (d *demoRun) sayDelivery(provider string, del demo.Delivery, payments []dem
 	d.say("%s", line)
 	for _, p := range payments {
 		if p.Provider == provider {
-			d.say("            %-28s %10s %s  %s", p.ID, p.Amount, p.Currency, p.Story)
+			d.say("            %-28s %10s %s  %-8s  %s", p.ID, p.Amount, p.Currency, p.Reference, p.Story)
 		}
 	}
 	for _, f := range del.Failed {
@@ -365,6 +377,91 @@ func (d *demoRun) awaitApplied(ctx context.Context, sent int) error {
 		d.problems = append(d.problems, fmt.Sprintf("%d events became poison (console: Poison queue)", n))
 	}
 	d.say("%s", line)
+	return nil
+}
+
+// The states of a double charge the demo waits for.
+const (
+	ledgerOpen     = "open"
+	ledgerResolved = "resolved"
+)
+
+// doubleChargeView is a double charge as GET /v1/ops/double-charges
+// answers it.
+type doubleChargeView struct {
+	Reference string `json:"reference"`
+	State     string `json:"state"`
+	Payments  []struct {
+		ID             string `json:"id"`
+		AmountCaptured string `json:"amount_captured"`
+		AmountRefunded string `json:"amount_refunded"`
+	} `json:"payments"`
+}
+
+// doubleCharge finds the double charge of reference among those in state,
+// page by page; nil when it is not there.
+func (d *demoRun) doubleCharge(ctx context.Context, state, reference string) (*doubleChargeView, error) {
+	var page struct {
+		DoubleCharges []doubleChargeView `json:"double_charges"`
+		NextCursor    *string            `json:"next_cursor"`
+	}
+	for cursor := ""; ; {
+		path := d.gateway + "/v1/ops/double-charges?limit=100&state=" + url.QueryEscape(state) + "&cursor=" + url.QueryEscape(cursor)
+		if _, err := d.call(ctx, http.MethodGet, path, d.ops, "", nil, &page); err != nil {
+			return nil, err
+		}
+		for i, dc := range page.DoubleCharges {
+			if dc.Reference == reference {
+				return &page.DoubleCharges[i], nil
+			}
+		}
+		if page.NextCursor == nil || *page.NextCursor == "" {
+			return nil, nil
+		}
+		cursor = *page.NextCursor
+	}
+}
+
+// awaitDoubleCharges waits until paygate shows each order the day charged
+// twice as a double charge in state, with the order's payments: open once
+// the day is applied (detected: ops get its email), resolved once the
+// refund of its extra payment is. One that does not get there is a
+// problem the demo exits with.
+func (d *demoRun) awaitDoubleCharges(ctx context.Context, twice []demo.DoubleCharge, state string) error {
+	for _, want := range twice {
+		var found *doubleChargeView
+		err := d.poll(ctx, func() (bool, error) {
+			var err error
+			found, err = d.doubleCharge(ctx, state, want.Reference)
+			return found != nil && len(found.Payments) == len(want.Payments), err
+		})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var ids []string
+		if found != nil {
+			for _, p := range found.Payments {
+				ids = append(ids, p.ID)
+			}
+		}
+		slices.Sort(ids)
+		wantIDs := slices.Sorted(slices.Values(want.Payments))
+		if err != nil || !slices.Equal(ids, wantIDs) {
+			what := "detected"
+			if state == ledgerResolved {
+				what = "resolved by the refund of " + want.Extra
+			}
+			d.say("  double    order %s charged twice (%s): not %s (%v)", want.Reference, strings.Join(want.Payments, ", "), what, err)
+			d.problems = append(d.problems, fmt.Sprintf("the double charge of order %s was not %s", want.Reference, what))
+			continue
+		}
+		if state == ledgerOpen {
+			d.say("  double    order %s charged twice (%s): detected, open; ops are emailed",
+				want.Reference, strings.Join(want.Payments, ", "))
+		} else {
+			d.say("  double    order %s charged twice: detected, then resolved by the refund of %s", want.Reference, want.Extra)
+		}
+	}
 	return nil
 }
 

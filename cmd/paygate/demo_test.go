@@ -212,18 +212,24 @@ func TestDemoOnMakeRun(t *testing.T) {
 	require.Contains(t, out, "the books match the provider")
 	require.Regexp(t, `stripe +\d+ events for 14 payments \(usd, eur, gbp, jpy\) to \S+/webhooks/stripe: \d+ accepted`, out)
 	require.Regexp(t, `adyen +9 notifications for 5 payments \(eur, sek, gbp\) to \S+/webhooks/adyen: 9 accepted`, out)
+	twice := requireDoubleCharge(t, m, out)
 
 	// Emails as make run's mailpit shows them: a receipt per Stripe
 	// payment with an email that succeeded, a confirmation per refund, the
-	// dispute's alert to ops, and no reconciliation alert, ever.
+	// dispute's alert to ops, the double charge's to ops, and no
+	// reconciliation alert, ever.
 	kinds := map[string]int{}
-	require.Eventually(t, func() bool {
+	countKinds := func() {
 		clear(kinds)
 		for _, msg := range m.mail.Messages(t) {
 			kind, _, _ := strings.Cut(msg.MessageID, ".")
 			kinds[kind]++
 		}
-		return kinds["payment_receipt"] == 12 && kinds["refund_confirmation"] == 3 && kinds["dispute_alert"] >= 1
+	}
+	require.Eventually(t, func() bool {
+		countKinds()
+		return kinds["payment_receipt"] == 12 && kinds["refund_confirmation"] == 3 && kinds["dispute_alert"] >= 1 &&
+			kinds["double_charge"] == 1
 	}, time.Minute, 100*time.Millisecond, "emails: %v", kinds)
 	require.Zero(t, kinds["reconciliation_alert"])
 
@@ -343,6 +349,55 @@ func TestDemoOnMakeRun(t *testing.T) {
 	require.Contains(t, again, "the books match the provider")
 	m.get(t, devOpsToken, "/v1/payments?limit=100", &payments)
 	require.Len(t, payments.Payments, 19+1+19, "new payments, new ids (and pi_test_1)")
+	require.NotEqual(t, twice, requireDoubleCharge(t, m, again), "the shop's orders run on: another order charged twice")
+	require.Eventually(t, func() bool {
+		countKinds()
+		return kinds["double_charge"] == 2
+	}, time.Minute, 100*time.Millisecond, "one double_charge email a detection: %v", kinds)
+}
+
+// requireDoubleCharge reads, from a demo's output, the order it charged
+// twice, found and then resolved, and checks through the API that the
+// order's double charge is resolved, with both payments, the extra one
+// refunded in full; it returns the order's reference.
+func requireDoubleCharge(t *testing.T, m *makeRun, out string) string {
+	t.Helper()
+	found := regexp.MustCompile(`double +order (ord-\d+) charged twice \((pi_\w+), (pi_\w+)\): detected, open`).FindStringSubmatch(out)
+	require.NotNil(t, found, "the demo shows the double charge detected:\n%s", out)
+	ref, first, extra := found[1], found[2], found[3]
+	require.Contains(t, out, "order "+ref+" charged twice: detected, then resolved by the refund of "+extra)
+	require.Regexp(t, `refund +rr_\w+ 158\.00 usd of `+extra+` \(stripe\): succeeded`, out)
+
+	type doubleCharge struct {
+		Reference  string     `json:"reference"`
+		State      string     `json:"state"`
+		ResolvedAt *time.Time `json:"resolved_at"`
+		Payments   []struct {
+			ID             string `json:"id"`
+			AmountCaptured string `json:"amount_captured"`
+			AmountRefunded string `json:"amount_refunded"`
+		} `json:"payments"`
+	}
+	var page struct {
+		DoubleCharges []doubleCharge `json:"double_charges"`
+	}
+	m.get(t, devOpsToken, "/v1/ops/double-charges?state=open", &page)
+	for _, dc := range page.DoubleCharges {
+		require.NotEqual(t, ref, dc.Reference, "no longer open")
+	}
+	m.get(t, devFinanceToken, "/v1/ops/double-charges?state=resolved&limit=500", &page)
+	i := slices.IndexFunc(page.DoubleCharges, func(dc doubleCharge) bool { return dc.Reference == ref })
+	require.GreaterOrEqual(t, i, 0, "%s is among the resolved double charges: %+v", ref, page)
+	dc := page.DoubleCharges[i]
+	require.Equal(t, "resolved", dc.State)
+	require.NotNil(t, dc.ResolvedAt)
+	require.Len(t, dc.Payments, 2)
+	amounts := map[string][2]string{}
+	for _, p := range dc.Payments {
+		amounts[p.ID] = [2]string{p.AmountCaptured, p.AmountRefunded}
+	}
+	require.Equal(t, map[string][2]string{first: {"158.00", "0.00"}, extra: {"158.00", "158.00"}}, amounts)
+	return ref
 }
 
 // TestDemoRefusals: the demo needs a running paygate and never plays its
