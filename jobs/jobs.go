@@ -220,12 +220,13 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	sweeper := newSweeper(pool, config)
 	river.AddWorker(workers, &InboxSweepWorker{sweeper: sweeper})
 	river.AddWorker(workers, &BalanceSnapshotsWorker{Pool: pool, Logger: config.Logger})
+	river.AddWorker(workers, &FillDetailsWorker{filler: newDetailsFiller(pool, config)})
 	var periodic []*river.PeriodicJob
 	if config.Register != nil {
 		periodic = config.Register(workers)
 	}
 	periodic = append(periodic, idempotencyPurgePeriodic(), inboxSweepPeriodic(), inboxPartitionsPeriodic(),
-		balanceSnapshotsPeriodic())
+		balanceSnapshotsPeriodic(), fillDetailsPeriodic())
 	rc := &river.Config{
 		Logger:               config.Logger,
 		JobTimeout:           config.JobTimeout,
