@@ -171,6 +171,10 @@ func (c *Console) Register(e *echo.Echo) {
 	// Finance reads payments and their events as the API shows them; the
 	// actions on those pages are ops', and shown to ops only.
 	g.GET("/payments", c.payment, c.auth(anyRole))
+	// Both roles read the double charges; refunding and dismissing them
+	// is ops'.
+	g.GET("/double-charges", c.doubleCharges, c.auth(anyRole))
+	g.POST("/double-charges/dismiss", c.dismissDoubleCharge, c.auth(opsRole), c.csrf)
 	g.GET("/events/:provider/:event_id", c.event, c.auth(anyRole))
 }
 

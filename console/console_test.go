@@ -586,8 +586,8 @@ func TestPaymentAndBooksInBrowser(t *testing.T) {
 	signIn(t, ctx, srv.URL, opsTok)
 	run(t, ctx,
 		chromedp.Navigate(srv.URL+"/console/payments"),
-		chromedp.SendKeys(chromedp.CSS(`input[name="id"]`), p.ID),
-		chromedp.Click(chromedp.CSS(`form.filters button`)),
+		chromedp.SendKeys(chromedp.CSS(`#payment-q`), p.ID),
+		chromedp.Click(chromedp.CSS(`#payment-search-submit`)),
 	)
 	require.Equal(t, "partially_refunded", textOf(t, ctx, "#payment-status"))
 	tiles := textOf(t, ctx, ".tiles")

@@ -105,7 +105,7 @@ func TestResolveAnExceptionInBrowser(t *testing.T) {
 	const note = "Stripe booked 0.50 more; written off per FIN-7"
 	form := fmt.Sprintf("#resolve-%d", mismatch)
 	run(t, ctx,
-		chromedp.Click(chromedp.CSS(form+" details.resolve summary")),
+		chromedp.Click(chromedp.CSS(row+" details.resolve summary")),
 		chromedp.WaitVisible(chromedp.CSS(form+" .resolve-note")),
 		chromedp.SetValue(chromedp.CSS(form+" .resolve-resolution"), "write_off"),
 		chromedp.SendKeys(chromedp.CSS(form+" .resolve-note"), note),
@@ -130,7 +130,7 @@ func TestResolveAnExceptionInBrowser(t *testing.T) {
 	run(t, ctx,
 		chromedp.Navigate(fmt.Sprintf("%s/console/reconciliation/items/%d", b.srv.URL, dropped)),
 		chromedp.WaitVisible(chromedp.CSS("#single-item")),
-		chromedp.Click(chromedp.CSS(other+" details.resolve summary")),
+		chromedp.WaitVisible(chromedp.CSS(other+" .resolve-note")), // open on the item's own page
 		chromedp.SetValue(chromedp.CSS(other+" .resolve-resolution"), "provider_error"),
 		chromedp.SendKeys(chromedp.CSS(other+" .resolve-note"), "Stripe support case 4711"),
 		chromedp.Click(chromedp.CSS(other+" .resolve-submit")),
@@ -158,12 +158,17 @@ func TestResolveAnExceptionInBrowser(t *testing.T) {
 }
 
 // balancedJournals parses a generic journal export and checks that each
-// journal's debits equal its credits; it returns the journals' count.
-func balancedJournals(t *testing.T, body []byte) int {
+// journal's debits equal its credits; it returns the journals' count. An
+// export by transaction names each transaction's order (reference).
+func balancedJournals(t *testing.T, body []byte, byTransaction bool) int {
 	t.Helper()
 	rows, err := csv.NewReader(strings.NewReader(string(body))).ReadAll()
 	require.NoError(t, err)
-	require.Equal(t, []string{"date", "journal", "account", "account_code", "currency", "debit", "credit", "description"}, rows[0])
+	header := []string{"date", "journal", "account", "account_code", "currency", "debit", "credit", "description"}
+	if byTransaction {
+		header = append(header, "reference")
+	}
+	require.Equal(t, header, rows[0])
 	debits, credits := map[string]decimal.Decimal{}, map[string]decimal.Decimal{}
 	for _, r := range rows[1:] {
 		for _, side := range []struct {
@@ -247,7 +252,7 @@ func TestCloseAMonthInBrowser(t *testing.T) {
 		return body
 	}
 	export := download(`#period-2026-10 a.export[data-format="generic"]`, "paygate-journal-2026-10-generic.csv")
-	require.Equal(t, 2, balancedJournals(t, export), "one journal per day and currency: 5 Oct usd, 20 Oct eur")
+	require.Equal(t, 2, balancedJournals(t, export, false), "one journal per day and currency: 5 Oct usd, 20 Oct eur")
 	require.Contains(t, string(export), "2026-10-05,")
 	require.NotContains(t, string(export), "2026-11-03", "November is not October's")
 	require.Equal(t, b.apiGet(t, financeTok, "/v1/ledger/periods/2026-10/journal.csv"), string(export))
@@ -261,7 +266,7 @@ func TestCloseAMonthInBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS("#journal-granularity"), "transaction"),
 	)
 	ranged := download("#journal-range button", "paygate-journal-2026-10-01-2026-11-30-generic-transaction.csv")
-	require.Equal(t, 4, balancedJournals(t, ranged), "one journal per transaction")
+	require.Equal(t, 4, balancedJournals(t, ranged, true), "one journal per transaction")
 
 	// The confirmation is the server's, not the page's: a close posted
 	// without it is sent to the confirmation.

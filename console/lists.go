@@ -109,6 +109,7 @@ func (c *Console) eventList(ec echo.Context) error {
 }
 
 type paymentListData struct {
+	Search    paymentSearch
 	Filter    map[string]string
 	FilterErr string
 	Payments  []api.PaymentSummaryView
@@ -116,8 +117,23 @@ type paymentListData struct {
 	Statuses  []string
 }
 
-var paymentFilters = []string{"status", "currency"}
+// paymentSearch is the payments' search box: its term, and whether the
+// session may find a payment by its receipt email (the API lets ops only).
+type paymentSearch struct {
+	Q     string
+	Email bool
+}
 
+// Filtered reports whether the list is narrowed by a search, an order or
+// a customer.
+func (d paymentListData) Filtered() bool {
+	return d.Filter["q"] != "" || d.Filter["reference"] != "" || d.Filter["customer"] != ""
+}
+
+var paymentFilters = []string{"q", "reference", "customer", "status", "currency"}
+
+// paymentList lists payments, or those a search finds: a search that finds
+// exactly one payment opens it, since that is the one looked for.
 func (c *Console) paymentList(ec echo.Context) error {
 	f := filterValues(ec, paymentFilters...)
 	var page api.PaymentPage
@@ -125,7 +141,11 @@ func (c *Console) paymentList(ec echo.Context) error {
 	if !a.ok() {
 		return c.apiFailed(ec, "Payments", a)
 	}
-	d := paymentListData{Filter: filterMap(f, paymentFilters), FilterErr: filterErr, Payments: page.Payments,
+	if applied.Get("q") != "" && ec.QueryParam("cursor") == "" && len(page.Payments) == 1 && page.NextCursor == nil {
+		return ec.Redirect(http.StatusSeeOther, basePath+"/payments?"+url.Values{"id": {page.Payments[0].ID}}.Encode())
+	}
+	d := paymentListData{Search: paymentSearch{Q: f.Get("q"), Email: sessionIn(ec).ops},
+		Filter: filterMap(f, paymentFilters), FilterErr: filterErr, Payments: page.Payments,
 		NextQuery: nextQuery(applied, page.NextCursor),
 		Statuses: []string{"processing", "requires_capture", "succeeded", "canceled", "failed",
 			"partially_refunded", "refunded", "disputed", "dispute_lost"}}

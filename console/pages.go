@@ -360,6 +360,7 @@ func (c *Console) discard(ec echo.Context) error { return c.eventAction(ec, "dis
 
 type paymentData struct {
 	ID           string
+	Search       paymentSearch
 	Payment      *api.PaymentView
 	Transactions []api.TransactionView
 	Refunds      []api.RefundRequestView
@@ -372,10 +373,10 @@ type paymentData struct {
 
 func (c *Console) payment(ec echo.Context) error {
 	id := strings.TrimSpace(ec.QueryParam("id"))
-	d := paymentData{ID: id}
 	if id == "" {
 		return c.paymentList(ec)
 	}
+	d := paymentData{ID: id, Search: paymentSearch{Email: sessionIn(ec).ops}}
 	ctx, cancel := readContext(ec)
 	defer cancel()
 	tok := sessionIn(ec).token
@@ -407,7 +408,7 @@ func (c *Console) payment(ec echo.Context) error {
 			return err
 		}
 		d.Refunds = v.RefundRequests
-		d.Refund, d.OpenRefunds = newRefundForm(*d.Payment, d.Refunds), openRefunds(d.Refunds)
+		d.Refund, d.OpenRefunds = newRefundForm(refundAmounts{d.Payment.Currency, d.Payment.AmountCaptured, d.Payment.AmountRefunded}, d.Refunds), openRefunds(d.Refunds)
 	} else {
 		d.Errors = append(d.Errors, "Refund requests: "+r.problem())
 		// Without the open requests the default would be wrong: the form

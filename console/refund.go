@@ -28,23 +28,30 @@ type refundForm struct {
 	None bool
 }
 
-// newRefundForm sets the form's default from the payment and its requests
-// as the API reported them. It is only a default: the API decides, and the
-// page shows its refusal (a 422 over the refundable amount) as it wrote it.
-func newRefundForm(p api.PaymentView, requests []api.RefundRequestView) refundForm {
+// newRefundForm sets the form's default from a payment's amounts and its
+// requests as the API reported them. It is only a default: the API decides,
+// and the page shows its refusal (a 422 over the refundable amount) as it
+// wrote it.
+func newRefundForm(amounts refundAmounts, requests []api.RefundRequestView) refundForm {
 	f := refundForm{Key: formKey(), Reasons: refund.Reasons}
-	left, err := refundable(p, requests)
+	left, err := refundable(amounts, requests)
 	switch {
 	case err != nil:
 	case !left.IsPositive():
 		f.None = true
 	default:
-		f.Amount = ledger.Format(left, p.Currency)
+		f.Amount = ledger.Format(left, amounts.Currency)
 	}
 	return f
 }
 
-func refundable(p api.PaymentView, requests []api.RefundRequestView) (decimal.Decimal, error) {
+// refundAmounts are the figures of a payment a refund's default comes
+// from, as the API wrote them: the payment page's and a double charge's.
+type refundAmounts struct {
+	Currency, AmountCaptured, AmountRefunded string
+}
+
+func refundable(p refundAmounts, requests []api.RefundRequestView) (decimal.Decimal, error) {
 	captured, err := decimal.NewFromString(p.AmountCaptured)
 	if err != nil {
 		return decimal.Decimal{}, fmt.Errorf("amount captured: %w", err)
@@ -82,12 +89,24 @@ func openRefunds(requests []api.RefundRequestView) bool {
 // one's answer; actionContext bounds how long.
 const refundRetry = 100 * time.Millisecond
 
+// fromDoubleCharges is the Refund form's return on the double charges'
+// page.
+const fromDoubleCharges = "double-charges"
+
 // refund asks the API for a refund with the form's Idempotency-Key: a
-// double click, or the form sent again, is one refund request.
+// double click, or the form sent again, is one refund request. The page it
+// comes back to is the payment's, or the double charges' it was sent from.
 func (c *Console) refund(ec echo.Context) error {
 	s := sessionIn(ec)
 	id := ec.Param("id")
 	back := basePath + "/payments?" + url.Values{"id": {id}}.Encode()
+	progress := "its progress shows below"
+	if ec.FormValue("return") == fromDoubleCharges {
+		// Sent from the double charges' page, it comes back there: one
+		// value, not a path from the form, so no form leads elsewhere.
+		back = basePath + "/double-charges"
+		progress = "the double charge resolves once " + id + "'s provider confirms it"
+	}
 	key := ec.FormValue("idempotency_key")
 	if key == "" {
 		return c.refuse(ec, http.StatusBadRequest, "This form has no Idempotency-Key: reload the page and try again.")
@@ -122,7 +141,7 @@ func (c *Console) refund(ec echo.Context) error {
 	case a.ok() && a.header.Get(api.HeaderIdempotentReplayed) == "true":
 		c.addFlash(s, "info", fmt.Sprintf("This refund was already requested by the same form (%s): nothing more happened.", r.ID))
 	case a.ok():
-		c.addFlash(s, "ok", fmt.Sprintf("Refund of %s requested (%s): its progress shows below.", money(r.Amount, r.Currency), r.ID))
+		c.addFlash(s, "ok", fmt.Sprintf("Refund of %s requested (%s): %s.", money(r.Amount, r.Currency), r.ID, progress))
 	default:
 		c.addFlash(s, "error", "Refund refused: "+a.problem())
 	}
