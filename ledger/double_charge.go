@@ -147,7 +147,7 @@ func DetectDoubleChargesTx(ctx context.Context, tx pgx.Tx, refs []string) ([]Dou
 	if len(opened) == 0 {
 		return nil, nil
 	}
-	out, _, err := listDoubleCharges(ctx, tx, `d.reference = ANY($1)`, []any{opened}, "", len(opened))
+	out, _, err := listDoubleCharges(ctx, tx, `d.reference = ANY($1)`, []any{opened}, false, len(opened))
 	return out, err
 }
 
@@ -187,14 +187,14 @@ func ListDoubleCharges(ctx context.Context, q Querier, f DoubleChargeFilter, cur
 		args = append(args, at, ref)
 		conds = append(conds, fmt.Sprintf("(d.detected_at, d.reference) < ($%d, $%d)", len(args)-1, len(args)))
 	}
-	return listDoubleCharges(ctx, q, strings.Join(conds, " AND "), args, "page", limit)
+	return listDoubleCharges(ctx, q, strings.Join(conds, " AND "), args, true, limit)
 }
 
 // GetDoubleCharge returns the double charge of a reference.
 //
 // It fails with ErrDoubleChargeNotFound.
 func GetDoubleCharge(ctx context.Context, q Querier, reference string) (DoubleCharge, error) {
-	out, _, err := listDoubleCharges(ctx, q, `d.reference = $1`, []any{reference}, "", 1)
+	out, _, err := listDoubleCharges(ctx, q, `d.reference = $1`, []any{reference}, false, 1)
 	if err != nil {
 		return DoubleCharge{}, err
 	}
@@ -247,10 +247,10 @@ func parseDoubleChargeCursor(s string) (time.Time, string, error) {
 	return time.UnixMicro(micros), parts[2], nil
 }
 
-// listDoubleCharges reads the double charges cond selects, with their
-// payments, newest detection first; with paged set, limit+1 are read and
-// next names the following page.
-func listDoubleCharges(ctx context.Context, q Querier, cond string, args []any, paged string, limit int) ([]DoubleCharge, string, error) {
+// listDoubleCharges reads at most limit of the double charges cond
+// selects, with their payments, newest detection first; when paged, next
+// names the following page (empty at the end).
+func listDoubleCharges(ctx context.Context, q Querier, cond string, args []any, paged bool, limit int) ([]DoubleCharge, string, error) {
 	args = append(args, limit+1)
 	rows, err := q.Query(ctx, `
 		SELECT d.reference, d.state, d.detections, d.detected_at, d.resolved_at, coalesce(d.dismissed_by, ''),
@@ -288,9 +288,11 @@ func listDoubleCharges(ctx context.Context, q Querier, cond string, args []any, 
 		return nil, "", fmt.Errorf("list double charges: %w", err)
 	}
 	var next string
-	if paged != "" && len(out) > limit {
+	if len(out) > limit {
 		out = out[:limit]
-		next = doubleChargeCursor(out[limit-1])
+		if paged {
+			next = doubleChargeCursor(out[limit-1])
+		}
 	}
 	return out, next, nil
 }
