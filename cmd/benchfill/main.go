@@ -41,6 +41,7 @@ type options struct {
 	databaseURL    string
 	events         int64
 	samplePayments int
+	paidTwice      float64
 	chunk          int
 	workers        int
 	span           time.Duration
@@ -55,6 +56,7 @@ func main() {
 	fs.StringVar(&o.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "the migrated paygate database to fill")
 	fs.Int64Var(&o.events, "events", 0, "events the database should hold when done")
 	fs.IntVar(&o.samplePayments, "sample-payments", 500, "payments applied for real on a scratch database, then copied")
+	fs.Float64Var(&o.paidTwice, "paid-twice", 0.01, "share of the orders paid twice (a double charge each, unless refunded)")
 	fs.IntVar(&o.chunk, "chunk", 20000, "events per COPY transaction")
 	fs.IntVar(&o.workers, "workers", 2, "transactions copying at once")
 	fs.DurationVar(&o.span, "span", 365*24*time.Hour, "how far back the events' received_at are spread")
@@ -114,7 +116,7 @@ func fill(ctx context.Context, o options) (result, error) {
 
 	logf("applying %d sample payments on a scratch database", o.samplePayments)
 	seed := uint64(time.Now().UnixNano())>>1 | 1
-	events, err := sampleEvents(o.samplePayments, seed)
+	events, err := sampleEvents(o.samplePayments, o.paidTwice, seed)
 	if err != nil {
 		return result{}, err
 	}

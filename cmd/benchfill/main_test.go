@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ func TestFillHoldsWhatPaygateWould(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, url := testdb.NewWithURL(t)
-	opts := options{databaseURL: url, events: 2000, samplePayments: 60, chunk: 300, workers: 2,
+	opts := options{databaseURL: url, events: 2000, samplePayments: 60, paidTwice: 0.2, chunk: 300, workers: 2,
 		span: 365 * 24 * time.Hour, vacuum: true, progress: time.Hour, log: io.Discard}
 	res, err := fill(ctx, opts)
 	require.NoError(t, err)
@@ -111,6 +112,42 @@ func TestFillHoldsWhatPaygateWould(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
+
+	// Every payment names its order, each copy an order of its own: a
+	// search by reference finds one payment, or the two of an order paid
+	// twice, which is a double charge, with its payments, unless one was
+	// refunded; a search by receipt email finds one.
+	var payments, withRef, refs, withCustomer, doubled int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), count(reference), count(DISTINCT reference), count(customer),
+		(SELECT count(*) FROM double_charges WHERE state = 'open') FROM payments`).
+		Scan(&payments, &withRef, &refs, &withCustomer, &doubled))
+	require.Equal(t, payments, withRef)
+	require.Positive(t, doubled)
+	require.Less(t, refs, payments, "some orders are paid twice")
+	require.Greater(t, refs, payments*2/3)
+	require.Greater(t, withCustomer, payments/2)
+	var twice string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT reference FROM double_charges WHERE state = 'open'
+		ORDER BY detected_at DESC LIMIT 1`).Scan(&twice))
+	found, _, err := ledger.ListPayments(ctx, pool, ledger.PaymentFilter{Reference: twice}, "", 0)
+	require.NoError(t, err)
+	require.Len(t, found, 2)
+	charge, err := ledger.GetDoubleCharge(ctx, pool, twice)
+	require.NoError(t, err)
+	require.Len(t, charge.Payments, 2)
+	require.ElementsMatch(t, []string{found[0].ID, found[1].ID}, []string{charge.Payments[0].ID, charge.Payments[1].ID})
+	for _, f := range found {
+		require.True(t, ledger.NetCaptured(f.Summary))
+		require.Equal(t, "Order "+twice, f.Details.Description)
+		require.Equal(t, twice, f.Details.Metadata["order_id"])
+	}
+	found, _, err = ledger.ListPayments(ctx, pool, ledger.PaymentFilter{Q: strings.ToUpper(p.ReceiptEmail), QEmail: true}, "", 0)
+	require.NoError(t, err)
+	require.Len(t, found, 1)
+	require.Equal(t, p.ID, found[0].ID)
+	details, err := ledger.GetDetailsFill(ctx, pool)
+	require.NoError(t, err)
+	require.True(t, details.Done, "nothing to fill: the filled payments have their details")
 
 	// A second run adds up to its new target, with ids of its own.
 	opts.events = 3000

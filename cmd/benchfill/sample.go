@@ -22,14 +22,47 @@ import (
 )
 
 // sampleEvents scripts payments of make bench's mix on the simulator
-// (stripesim.PayMix, a tenth refunded in full), so that the filled database
-// holds what the benchmark itself would have left.
-func sampleEvents(payments int, seed uint64) ([]webhook.Event, error) {
+// (stripesim.PayMix's amounts and currencies, a receipt email each,
+// refundShare of them refunded in full), each for an order of the shop's
+// (metadata order_id, and a description) and most for a customer the shop
+// keeps, with paidTwice of the orders paid twice (a shopper paying again
+// after a timeout), so that the filled database holds what the benchmark
+// itself would have left and the references a search finds. The orders,
+// customers and emails are shaped as the provider's ids are, so that each
+// copy of a payment gets its own (see idPattern) and a lookup finds one
+// payment, or the two of an order paid twice, however many copies there
+// are. The customers' own events (customer.created) are left out: paygate
+// ignores them, and a sample holds applied events only.
+func sampleEvents(payments int, paidTwice float64, seed uint64) ([]webhook.Event, error) {
 	sim := stripesim.New(stripesim.Config{WebhookSecret: "unused", Seed: int64(seed)})
 	rng := mrand.New(mrand.NewPCG(seed, 0xf111))
-	mix := sim.PayMix(rng, payments, 0.1)
+	currencies := []string{"usd", "usd", "usd", "eur", "gbp", "jpy"}
+	for made := 0; made < payments; made++ {
+		order := stampable("ord", rng)
+		opts := stripesim.PayOpts{
+			Amount:      int64(500 + rng.IntN(50000)),
+			Currency:    currencies[rng.IntN(len(currencies))],
+			Email:       stampable("c", rng) + "@example.com",
+			OrderID:     order,
+			Description: "Order " + order,
+		}
+		if rng.Float64() < 0.7 {
+			opts.Customer = sim.CreateCustomer(stripesim.CustomerOpts{Email: opts.Email})
+		}
+		p := sim.Pay(opts)
+		if rng.Float64() < 0.1 {
+			sim.Refund(p, 0)
+		}
+		if made+1 < payments && rng.Float64() < paidTwice {
+			sim.Pay(opts)
+			made++
+		}
+	}
 	var out []webhook.Event
-	for _, e := range mix {
+	for _, e := range sim.Events() {
+		if e.Type == stripesim.EventCustomerCreated {
+			continue
+		}
 		ev, err := stripe.DecodeEvent(e.Payload)
 		if err != nil {
 			return nil, fmt.Errorf("simulator event %s: %w", e.ID, err)
@@ -38,6 +71,16 @@ func sampleEvents(payments int, seed uint64) ([]webhook.Event, error) {
 	}
 	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out, nil
+}
+
+// stampable is an id of prefix shaped as the provider's (idPattern), so
+// that every copy of the payment naming it names one of its own.
+func stampable(prefix string, rng *mrand.Rand) string {
+	b := []byte(prefix + "_")
+	for range 24 {
+		b = append(b, stampAlphabet[rng.IntN(len(stampAlphabet))])
+	}
+	return string(b)
 }
 
 // withDatabase returns rawURL naming database name instead of its own.

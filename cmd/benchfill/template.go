@@ -19,6 +19,7 @@ var fillTables = []string{
 	"inbox_event_keys",
 	"inbox_events",
 	"payments",
+	"double_charges",
 	"payment_facts",
 	"payment_history",
 	"ledger_transactions",
@@ -29,15 +30,15 @@ var fillTables = []string{
 
 // steadyTables are the tables a sample may write to that do not grow with
 // a year of events: River's own, the migrations' record, the counts the
-// triggers keep, and the outbox's messages, which are kept
-// PAYGATE_MESSAGE_RETENTION (30 days), not a year, and leave by whole
-// months; with their sequencer's and relays' places; and the books' own
-// (a row per closed month, per day of the balance snapshot, built by
-// `paygate ledger snapshots` after the fill).
+// triggers keep, the fill of payments' details (one row), and the outbox's
+// messages, which are kept PAYGATE_MESSAGE_RETENTION (30 days), not a
+// year, and leave by whole months; with their sequencer's and relays'
+// places; and the books' own (a row per closed month, per day of the
+// balance snapshot, built by `paygate ledger snapshots` after the fill).
 var steadyTables = map[string]bool{
 	"river_job": true, "river_leader": true, "river_migration": true, "river_queue": true,
 	"river_notification": true, "river_client": true, "river_client_queue": true,
-	"paygate_migrations": true, "inbox_status_counts": true,
+	"paygate_migrations": true, "inbox_status_counts": true, "payment_details_fill": true,
 	"messages": true, "message_sequencer": true, "message_relays": true,
 	"ledger_books": true, "ledger_periods": true, "ledger_period_exports": true,
 	"ledger_balance_snapshots": true, "ledger_balance_stale": true,
