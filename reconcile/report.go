@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/csv"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/shopspring/decimal"
 
+	"github.com/paygate/paygate/internal/csvtext"
 	"github.com/paygate/paygate/ledger"
 )
 
@@ -237,6 +239,23 @@ func (it Item) Record() []string {
 	return rec
 }
 
+// csvAmounts are the columns of CSVHeader holding numbers, written as
+// they are: a negative amount is a number, not a formula.
+var csvAmounts = []string{"provider_amount", "provider_fee", "ledger_amount", "presentment_amount", "exchange_rate"}
+
+// csvRecord is it as a row of the CSV: Record, each text cell made safe
+// for a spreadsheet (csvtext.Cell). References and notes are anyone's
+// words, and finance opens the file in one.
+func csvRecord(it Item) []string {
+	rec := it.Record()
+	for i, cell := range rec {
+		if !slices.Contains(csvAmounts, CSVHeader[i]) {
+			rec[i] = csvtext.Cell(cell)
+		}
+	}
+	return rec
+}
+
 func idText(id int64) string {
 	if id == 0 {
 		return ""
@@ -262,7 +281,7 @@ func WriteRunCSV(ctx context.Context, q Querier, w io.Writer, runID int64) error
 	}
 	n := 0
 	err := EachItem(ctx, q, runID, func(it Item) error {
-		if err := cw.Write(it.Record()); err != nil {
+		if err := cw.Write(csvRecord(it)); err != nil {
 			return err
 		}
 		if n++; n%MaxLimit == 0 {
@@ -285,7 +304,7 @@ func WriteCSV(w io.Writer, items []Item) error {
 		return err
 	}
 	for _, it := range items {
-		if err := cw.Write(it.Record()); err != nil {
+		if err := cw.Write(csvRecord(it)); err != nil {
 			return err
 		}
 	}
