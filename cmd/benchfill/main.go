@@ -2,9 +2,12 @@
 // events and everything applying them leaves behind, fast, for measuring
 // paygate when its tables hold a year of traffic (make bench-growth).
 //
-//	benchfill -database-url URL -events N
+//	benchfill -database-url URL -events N [-fill-details] [-search N]
 //
 // adds events until the database holds N (so 0 → 1 M → 10 M is two calls).
+// -fill-details then takes the payments' details back to before paygate
+// kept them and times paygate's fill of them; -search times the payment
+// searches of the API and the console and shows their plans.
 // The rows are paygate's own: a sample of payments of make bench's mix is
 // ingested and applied by the real ingester and workers on a scratch
 // database, read back, and copied with COPY, each copy of a payment with
@@ -47,6 +50,8 @@ type options struct {
 	span           time.Duration
 	vacuum         bool
 	progress       time.Duration
+	search         int
+	fillDetails    bool
 	log            io.Writer
 }
 
@@ -62,17 +67,40 @@ func main() {
 	fs.DurationVar(&o.span, "span", 365*24*time.Hour, "how far back the events' received_at are spread")
 	fs.BoolVar(&o.vacuum, "vacuum", true, "VACUUM ANALYZE the filled tables and CHECKPOINT after filling")
 	fs.DurationVar(&o.progress, "progress", 5*time.Second, "how often progress is printed")
+	fs.BoolVar(&o.fillDetails, "fill-details", false,
+		"then take the payments' details back to before paygate kept them, and time paygate's fill of them")
+	fs.IntVar(&o.search, "search", 0, "then time this many payment searches of each kind, and show their plans")
 	_ = fs.Parse(os.Args[1:])
 	o.log = os.Stderr
-	if o.databaseURL == "" || o.events < 0 {
-		fmt.Fprintln(os.Stderr, "usage: benchfill -database-url URL -events N")
+	if o.databaseURL == "" || o.events < 0 || o.search < 0 {
+		fmt.Fprintln(os.Stderr, "usage: benchfill -database-url URL [-events N] [-fill-details] [-search N]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if _, err := fill(ctx, o); err != nil {
+	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "benchfill:", err)
 		os.Exit(1)
+	}
+	if o.events > 0 || (o.search == 0 && !o.fillDetails) {
+		if _, err := fill(ctx, o); err != nil {
+			fail(err)
+		}
+	}
+	if o.fillDetails {
+		payments, took, err := fillDetails(ctx, o)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Fprintf(o.log, "benchfill: the details of %d payments filled in %s: %s per million payments\n", payments,
+			took.Round(time.Second), (time.Duration(float64(took) * 1e6 / float64(max(payments, 1)))).Round(time.Second))
+	}
+	if o.search > 0 {
+		payments, results, err := search(ctx, o)
+		if err != nil {
+			fail(err)
+		}
+		printSearch(o, payments, results)
 	}
 }
 
