@@ -158,6 +158,14 @@ var idPattern = regexp.MustCompile(`\b[a-z]+_[0-9A-Za-z]{24}\b`)
 // 1796126784): they move with the copy's received_at.
 var unixPattern = regexp.MustCompile(`": ?(1[5-9][0-9]{8})\b`)
 
+// utcPattern matches the UTC times paygate writes in JSON to the second
+// ("at": "2026-12-06T23:58:04Z", a payment's details_stamps): they move
+// with the copy's received_at as the payloads' Unix times do.
+var utcPattern = regexp.MustCompile(`": ?"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)"`)
+
+// utcLayout is utcPattern's time, always 20 characters.
+const utcLayout = "2006-01-02T15:04:05Z"
+
 const idStamp = 6
 
 const stampAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -175,6 +183,7 @@ func stamp(b []byte, k int64) {
 type patch struct {
 	off  int
 	unix int64 // 0: an id's stamp at off; else the Unix time written at off
+	utc  bool  // unix is written as utcLayout
 }
 
 // value is one column of one sample row, ready to be written again with
@@ -215,6 +224,12 @@ func scanTemplate(b []byte, unix bool) (patches []patch, ids []string) {
 			t, _ := strconv.ParseInt(string(b[m[2]:m[3]]), 10, 64)
 			patches = append(patches, patch{off: m[2], unix: t})
 		}
+		for _, m := range utcPattern.FindAllSubmatchIndex(b, -1) {
+			t, err := time.Parse(utcLayout, string(b[m[2]:m[3]]))
+			if err == nil {
+				patches = append(patches, patch{off: m[2], unix: t.Unix(), utc: true})
+			}
+		}
 	}
 	return patches, ids
 }
@@ -229,9 +244,12 @@ func (v value) render(k int64, shift time.Duration, txnIDs map[int64]int64) any 
 		b := slices.Clone(v.bytes)
 		secs := int64(shift / time.Second)
 		for _, p := range v.patches {
-			if p.unix == 0 {
+			switch {
+			case p.utc:
+				copy(b[p.off:p.off+len(utcLayout)], time.Unix(p.unix+secs, 0).UTC().Format(utcLayout))
+			case p.unix == 0:
 				stamp(b[p.off:p.off+idStamp], k)
-			} else {
+			default:
 				copy(b[p.off:p.off+10], strconv.FormatInt(p.unix+secs, 10))
 			}
 		}
