@@ -30,16 +30,16 @@ import (
 // transaction per batch.
 const (
 	// fillDetailsBatch is how many payments one transaction fills.
-	fillDetailsBatch = 500
+	fillDetailsBatch = 200
 	// fillDetailsSlice is how long one job fills before it lets the
 	// maintenance queue's other jobs have their turn (it is snoozed and
 	// goes on from where it stopped).
 	fillDetailsSlice = 2 * time.Minute
 	// fillDetailsRestFactor makes the fill rest this many times as long
 	// as its last batch took before the next one, so that it takes at
-	// most a fifth of one connection's time and of a core while ingest
-	// and applying share the machine with it.
-	fillDetailsRestFactor = 4
+	// most a tenth of one connection's time and of a core while ingest and
+	// applying share the machine with it (TestFillDetailsKeepsIngestRate).
+	fillDetailsRestFactor = 9
 	// fillDetailsPressureRest is the least rest while webhooks wait on
 	// their commits in numbers (Config.IngestPressure).
 	fillDetailsPressureRest = time.Second
@@ -102,6 +102,18 @@ func fillDetailsPeriodic() *river.PeriodicJob {
 		&river.PeriodicJobOpts{ID: "fill_payment_details", RunOnStart: true})
 }
 
+// FillPaymentDetails runs the fill of payments' details to its end now, as
+// the periodic fill_payment_details job does (resting between batches),
+// or until ctx ends; a fill already done returns at once.
+func (c *Client) FillPaymentDetails(ctx context.Context) error {
+	for {
+		done, err := c.filler.fill(ctx, c.River, time.Now().Add(fillDetailsSlice))
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
 // detailsFiller fills payments' details, a batch a transaction.
 type detailsFiller struct {
 	pool     *pgxpool.Pool
@@ -145,10 +157,12 @@ func (f *detailsFiller) fill(ctx context.Context, rc *river.Client[pgx.Tx], unti
 		began    = time.Now()
 		logged   = began
 		total    fillStep
+		busy     time.Duration // in batches, rests aside
 		progress = func(msg string) {
 			f.logger.InfoContext(ctx, msg, "after_id", state.AfterID, "filled", state.Filled,
 				"payments_read", total.read, "payments_filled", total.filled, "events_without_payload", total.missing,
-				"double_charges_detected", total.detected, "seconds", time.Since(began).Seconds())
+				"double_charges_detected", total.detected, "seconds", time.Since(began).Seconds(),
+				"busy_seconds", busy.Seconds())
 		}
 	)
 	for {
@@ -166,6 +180,7 @@ func (f *detailsFiller) fill(ctx context.Context, rc *river.Client[pgx.Tx], unti
 			f.logger.WarnContext(ctx, "filling payments' details stopped", "after_id", state.AfterID, "error", err.Error())
 			return false, err
 		}
+		busy += time.Since(batchBegan)
 		state.AfterID, state.Filled = step.to, state.Filled+int64(step.filled)
 		total.read += step.read
 		total.filled += step.filled

@@ -194,6 +194,7 @@ type Client struct {
 	River   *river.Client[pgx.Tx]
 	config  Config
 	sweeper *sweeper
+	filler  *detailsFiller
 }
 
 // NewClient builds the River client with every paygate worker registered.
@@ -220,7 +221,8 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	sweeper := newSweeper(pool, config)
 	river.AddWorker(workers, &InboxSweepWorker{sweeper: sweeper})
 	river.AddWorker(workers, &BalanceSnapshotsWorker{Pool: pool, Logger: config.Logger})
-	river.AddWorker(workers, &FillDetailsWorker{filler: newDetailsFiller(pool, config)})
+	filler := newDetailsFiller(pool, config)
+	river.AddWorker(workers, &FillDetailsWorker{filler: filler})
 	var periodic []*river.PeriodicJob
 	if config.Register != nil {
 		periodic = config.Register(workers)
@@ -258,7 +260,7 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	return &Client{River: client, config: config, sweeper: sweeper}, nil
+	return &Client{River: client, config: config, sweeper: sweeper, filler: filler}, nil
 }
 
 // CanRefund reports whether refunds can be started at provider: whether a
