@@ -27,12 +27,15 @@ import (
 // "url"} and take limit (1–100, default 10), starting_after, ending_before,
 // created / created[gt|gte|lt|lte]; events also type (with * wildcards) and
 // types[]; balance transactions also payout, type, source and currency.
+// Events are listed, and retrieved, as the account's API version rendered
+// them (Event.APIPayload), and only those of the 30 days before the
+// simulator's clock, as Stripe keeps them (EventRetention).
 // Unknown parameters are refused, as Stripe refuses them. Every request
 // needs the API key, as a Bearer token or as the basic-auth user (stripe-go
 // sends either); otherwise 401. Errors have Stripe's shape
 // {"error":{"type":"invalid_request_error","message":…}}. Requests are
-// counted per route (Requests), and RateLimitNext answers the next ones 429
-// as Stripe's rate limiter does.
+// counted per route (Requests); RateLimitNext answers the next ones 429
+// as Stripe's rate limiter does, and FailNext with any status.
 //
 // POST /v1/refunds takes payment_intent or charge, amount, reason and
 // metadata[…], and refunds as Sim.Refund does (the same objects and
@@ -67,7 +70,7 @@ func (s *Sim) Handler() http.Handler {
 			writeError(w, http.StatusUnauthorized, apiError{Message: msg})
 			return
 		}
-		if s.rateLimited(w) {
+		if s.rateLimited(w) || s.failed(w, pattern) {
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -316,7 +319,11 @@ func (s *Sim) listEvents(w http.ResponseWriter, r *http.Request) {
 	for i, ev := range s.events {
 		all[i] = listItem{id: ev.ID, created: ev.Created.Unix(), seq: i}
 	}
+	oldest := s.now.Add(-EventRetention).Unix()
 	keep := func(seq int) bool {
+		if s.events[seq].Created.Unix() < oldest {
+			return false
+		}
 		if len(patterns) == 0 {
 			return true
 		}
@@ -330,7 +337,7 @@ func (s *Sim) listEvents(w http.ResponseWriter, r *http.Request) {
 	page, hasMore, perr := paginate(all, keep, q, "event")
 	data := make([]any, len(page))
 	for i, seq := range page {
-		data[i] = json.RawMessage(s.events[seq].Payload)
+		data[i] = json.RawMessage(s.events[seq].APIPayload)
 	}
 	s.mu.Unlock()
 
@@ -350,7 +357,7 @@ func (s *Sim) getEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(ev.Payload)
+	_, _ = w.Write(ev.APIPayload)
 }
 
 func (s *Sim) listBalanceTransactions(w http.ResponseWriter, r *http.Request) {

@@ -50,6 +50,13 @@ type Event struct {
 	// Payload is the exact body Stripe would POST: the event envelope,
 	// indented as Stripe sends it. It is shared; do not modify it.
 	Payload []byte
+	// APIPayload is the event as GET /v1/events and GET /v1/events/{id}
+	// render it: in the account's API version when it was created
+	// (Config.AccountAPIVersion), the same bytes as Payload when that is
+	// the webhook endpoint's. Shared too.
+	APIPayload []byte
+	// APIVersion is the account's API version when it was created.
+	APIVersion string
 }
 
 type envelope struct {
@@ -94,14 +101,7 @@ func (s *Sim) emitLocked(typ EventType, obj any, paymentIntentID string, req *st
 		Request:         eventRequest{ID: req},
 		Type:            typ,
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(env); err != nil {
-		panic(fmt.Sprintf("stripesim: encode %s: %v", typ, err))
-	}
-	payload := bytes.TrimRight(buf.Bytes(), "\n")
+	payload := encodeEvent(env)
 	ev := Event{
 		ID:              env.ID,
 		Type:            typ,
@@ -109,10 +109,28 @@ func (s *Sim) emitLocked(typ EventType, obj any, paymentIntentID string, req *st
 		ObjectID:        objectID(payload),
 		PaymentIntentID: paymentIntentID,
 		Payload:         payload,
+		APIPayload:      payload,
+		APIVersion:      APIVersion,
+	}
+	if legacy := s.apiRenderingLocked(obj); legacy != nil {
+		env.APIVersion, env.Data.Object = s.accountVersion, legacy
+		ev.APIPayload, ev.APIVersion = encodeEvent(env), s.accountVersion
 	}
 	s.eventIdx[ev.ID] = len(s.events)
 	s.events = append(s.events, ev)
 	return ev
+}
+
+// encodeEvent renders an event envelope, indented as Stripe sends it.
+func encodeEvent(env envelope) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(env); err != nil {
+		panic(fmt.Sprintf("stripesim: encode %s: %v", env.Type, err))
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n")
 }
 
 func objectID(payload []byte) string {

@@ -277,6 +277,15 @@ func TestSchemaObjectsMatchStripeOpenAPI(t *testing.T) {
 		}
 		first := sim.Events()[0].ID
 		c.get(srv, "/v1/events/"+first, "/v1/events/{id}", "200")
+		// A window's page and the next, as the sweep reads them.
+		window := fmt.Sprintf("/v1/events?limit=5&created[gte]=%d&created[lt]=%d",
+			sim.Events()[0].Created.Unix(), sim.Now().Unix()+1)
+		page := c.get(srv, window, "/v1/events", "200")
+		require.Equal(t, true, page["has_more"])
+		pageData := page["data"].([]any)
+		c.get(srv, window+"&starting_after="+pageData[len(pageData)-1].(map[string]any)["id"].(string), "/v1/events", "200")
+		sim.FailNext(1, FailOpts{Status: http.StatusInternalServerError, Route: "GET /v1/events"})
+		c.get(srv, window, "/v1/events", "default")
 
 		btList := c.get(srv, "/v1/balance_transactions?limit=100", "/v1/balance_transactions", "200")
 		btData := btList["data"].([]any)

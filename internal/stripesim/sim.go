@@ -66,6 +66,11 @@ type Config struct {
 	// currency, with exchange_rate set. Empty: every charge settles in its
 	// own currency.
 	SettlementCurrency string
+	// AccountAPIVersion is the account's API version, the one GET
+	// /v1/events renders each event in as of its creation
+	// (SetAccountAPIVersion changes it later): APIVersion, the webhook
+	// endpoint's, when empty, or LegacyAPIVersion.
+	AccountAPIVersion string
 	// ExchangeRates maps a presentment currency to the rate, a decimal
 	// string in major units ("1.085": 10.00 eur settles as 10.85 usd),
 	// at which it converts into SettlementCurrency. SetExchangeRate changes
@@ -128,6 +133,8 @@ type Sim struct {
 	account string              // the ten characters of every id that name the account
 	issued  map[string]struct{} // every id newID has returned
 
+	accountVersion string // see Config.AccountAPIVersion
+
 	refundAPI refundAPIState // POST /v1/refunds: idempotency keys and test knobs
 	limits    limitState     // requests per route and queued rate limits
 }
@@ -173,6 +180,10 @@ func New(cfg Config) *Sim {
 	s.now = s.now.UTC().Truncate(time.Second)
 	if cfg.Fees != nil {
 		s.fees = *cfg.Fees
+	}
+	if cfg.AccountAPIVersion != "" {
+		checkAccountVersion(cfg.AccountAPIVersion)
+		s.accountVersion = cfg.AccountAPIVersion
 	}
 	s.settlement = strings.ToLower(cfg.SettlementCurrency)
 	s.rates = map[string]decimal.Decimal{}
