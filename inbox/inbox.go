@@ -38,6 +38,15 @@ const (
 // Statuses lists every status, in display order.
 var Statuses = []Status{StatusReceived, StatusProcessed, StatusIgnored, StatusPoison, StatusDiscarded}
 
+// Source is how an event reached paygate. Sources are stored; never rename
+// one.
+type Source string
+
+const (
+	SourceWebhook Source = "webhook" // delivered to a webhook endpoint, authenticated by its signature or credentials
+	SourceAPI     Source = "api"     // read from the provider's API (the sweep, reconciliation), vouched for by the authenticated call
+)
+
 // ErrNotFound is returned when no event has the given provider and id.
 var ErrNotFound = errors.New("event not found")
 
@@ -56,6 +65,9 @@ type Event struct {
 	LastError         string
 	ReceivedAt        time.Time
 	ProcessedAt       *time.Time
+	// Source is how it reached paygate; InsertManyTx stores SourceWebhook
+	// when empty.
+	Source Source
 }
 
 // Querier is what reads need: a pool, a connection or a transaction.
@@ -66,12 +78,12 @@ type Querier interface {
 }
 
 const columns = `id, provider, event_id, type, livemode, api_version, provider_created_at,
-	payload, status, attempts, coalesce(last_error, ''), received_at, processed_at`
+	payload, status, attempts, coalesce(last_error, ''), received_at, processed_at, source`
 
 func scan(row pgx.Row) (Event, error) {
 	var e Event
 	err := row.Scan(&e.ID, &e.Provider, &e.EventID, &e.Type, &e.Livemode, &e.APIVersion,
-		&e.ProviderCreatedAt, &e.Payload, &e.Status, &e.Attempts, &e.LastError, &e.ReceivedAt, &e.ProcessedAt)
+		&e.ProviderCreatedAt, &e.Payload, &e.Status, &e.Attempts, &e.LastError, &e.ReceivedAt, &e.ProcessedAt, &e.Source)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Event{}, ErrNotFound
 	}

@@ -35,6 +35,7 @@ func InsertManyTx(ctx context.Context, tx pgx.Tx, events []Event) (created []boo
 		versions  = make([]string, 0, len(events))
 		createdAt = make([]*time.Time, 0, len(events))
 		payloads  = make([][]byte, 0, len(events))
+		sources   = make([]string, 0, len(events))
 		first     = make(map[key]int, len(events))
 	)
 	for i, e := range events {
@@ -50,11 +51,16 @@ func InsertManyTx(ctx context.Context, tx pgx.Tx, events []Event) (created []boo
 		versions = append(versions, e.APIVersion)
 		createdAt = append(createdAt, e.ProviderCreatedAt)
 		payloads = append(payloads, e.Payload)
+		source := e.Source
+		if source == "" {
+			source = SourceWebhook
+		}
+		sources = append(sources, string(source))
 	}
 	rows, err := tx.Query(ctx, `
 		WITH given AS (
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::text[], $6::timestamptz[], $7::bytea[])
-				AS e (provider, event_id, type, livemode, api_version, provider_created_at, payload)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::text[], $6::timestamptz[], $7::bytea[], $8::text[])
+				AS e (provider, event_id, type, livemode, api_version, provider_created_at, payload, source)
 		), fresh AS (
 			INSERT INTO inbox_event_keys (provider, event_id)
 			SELECT provider, event_id FROM given
@@ -62,11 +68,11 @@ func InsertManyTx(ctx context.Context, tx pgx.Tx, events []Event) (created []boo
 			ON CONFLICT (provider, event_id) DO NOTHING
 			RETURNING provider, event_id, received_at
 		)
-		INSERT INTO inbox_events (provider, event_id, type, livemode, api_version, provider_created_at, payload, received_at)
-		SELECT g.provider, g.event_id, g.type, g.livemode, g.api_version, g.provider_created_at, g.payload, f.received_at
+		INSERT INTO inbox_events (provider, event_id, type, livemode, api_version, provider_created_at, payload, source, received_at)
+		SELECT g.provider, g.event_id, g.type, g.livemode, g.api_version, g.provider_created_at, g.payload, g.source, f.received_at
 		FROM fresh f JOIN given g USING (provider, event_id)
 		RETURNING provider, event_id`,
-		providers, ids, types, livemodes, versions, createdAt, payloads)
+		providers, ids, types, livemodes, versions, createdAt, payloads, sources)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d inbox events: %w", len(ids), err)
 	}

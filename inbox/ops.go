@@ -121,7 +121,7 @@ func parseEventCursor(s string) (time.Time, int64, error) {
 
 // listColumns are columns without the payload: a list never needs it.
 const listColumns = `id, provider, event_id, type, livemode, api_version, provider_created_at,
-	''::bytea, status, attempts, coalesce(last_error, ''), received_at, processed_at`
+	''::bytea, status, attempts, coalesce(last_error, ''), received_at, processed_at, source`
 
 // List returns the events f selects, newest first, one page at a time. next
 // is the cursor of the following page, empty at the end. Payloads are not

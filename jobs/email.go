@@ -55,11 +55,22 @@ const (
 	// ObjectID is "<reference>#<detection>" (a reference resolved by a
 	// refund and paid twice again is a second detection).
 	EmailDoubleCharge EmailKind = "double_charge"
+	// EmailMissedEvents goes to ops once per sweep of a provider's events
+	// list that found events paygate lacked (their webhooks never came);
+	// ObjectID is "<provider>/<window from>-<window to>" (Unix seconds)
+	// and Missed what it found.
+	EmailMissedEvents EmailKind = "missed_events"
+	// EmailSweepFailing goes to ops once per outage of the sweep, when the
+	// provider's events list has failed for an hour without a success;
+	// ObjectID is "<provider>/<Unix seconds of the first failure>" and
+	// Reason the last error.
+	EmailSweepFailing EmailKind = "sweep_failing"
 )
 
 // EmailKinds lists every kind.
 var EmailKinds = []EmailKind{EmailPaymentReceipt, EmailRefundConfirmation, EmailDisputeAlert, EmailPoisonAlert,
-	EmailRefundFailedAlert, EmailReconciliationAlert, EmailEndpointDisabled, EmailNATSUnavailable, EmailDoubleCharge}
+	EmailRefundFailedAlert, EmailReconciliationAlert, EmailEndpointDisabled, EmailNATSUnavailable, EmailDoubleCharge,
+	EmailMissedEvents, EmailSweepFailing}
 
 // EmailStatus is where an outbox row stands.
 type EmailStatus string
@@ -122,6 +133,32 @@ type Email struct {
 	// Payments are a double charge's payments, as they stood when it was
 	// detected.
 	Payments []EmailPayment
+	// Missed is what a sweep found: a missed_events email's findings.
+	Missed *MissedEvents
+}
+
+// MissedEvents is what one sweep of a provider's events list found: the
+// events paygate lacked, ingested by the sweep.
+type MissedEvents struct {
+	// Count is how many events the sweep ingested; First and Last the
+	// oldest and the newest of them by creation.
+	Count int        `json:"count"`
+	First EmailEvent `json:"first"`
+	Last  EmailEvent `json:"last"`
+	// From and To are the window swept: events created in [From, To).
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// Known is how many of the window's events paygate had already.
+	Known int `json:"known"`
+	// Trigger is what ran the sweep: "schedule" or "cli".
+	Trigger string `json:"trigger"`
+}
+
+// EmailEvent names one provider event in an email.
+type EmailEvent struct {
+	ID      string    `json:"id"`
+	Type    string    `json:"type"`
+	Created time.Time `json:"created"`
 }
 
 // EmailPayment is one payment an email lists; amounts as Amount is.
@@ -149,6 +186,7 @@ type emailData struct {
 	Endpoint  string         `json:"endpoint_id,omitempty"`
 	Reference string         `json:"reference,omitempty"`
 	Payments  []EmailPayment `json:"payments,omitempty"`
+	Missed    *MissedEvents  `json:"missed,omitempty"`
 }
 
 var (
@@ -175,8 +213,11 @@ func (e Email) validate() error {
 	case (e.Amount == "") != (e.Currency == ""):
 		return fmt.Errorf("%w: an amount goes with its currency", ErrInvalidEmail)
 	case e.Kind != EmailPoisonAlert && e.Kind != EmailReconciliationAlert && e.Kind != EmailEndpointDisabled &&
-		e.Kind != EmailNATSUnavailable && e.Kind != EmailDoubleCharge && e.Amount == "":
+		e.Kind != EmailNATSUnavailable && e.Kind != EmailDoubleCharge && e.Kind != EmailMissedEvents &&
+		e.Kind != EmailSweepFailing && e.Amount == "":
 		return fmt.Errorf("%w: %s without an amount", ErrInvalidEmail, e.Kind)
+	case (e.Kind == EmailMissedEvents) != (e.Missed != nil):
+		return fmt.Errorf("%w: %s goes with a sweep's findings, and only it", ErrInvalidEmail, EmailMissedEvents)
 	}
 	return nil
 }
@@ -295,7 +336,7 @@ func EnqueueEmailsTx(ctx context.Context, tx pgx.Tx, rc *river.Client[pgx.Tx], e
 		data, err := json.Marshal(emailData{
 			PaymentID: e.PaymentID, Amount: e.Amount, Currency: e.Currency, Reason: e.Reason,
 			Provider: e.Provider, EventID: e.EventID, EventType: e.EventType, Date: e.Date, Batch: e.Batch, RunStatus: e.RunStatus,
-			Endpoint: e.EndpointID, Reference: e.Reference, Payments: e.Payments,
+			Endpoint: e.EndpointID, Reference: e.Reference, Payments: e.Payments, Missed: e.Missed,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("encode email %s %s: %w", e.Kind, e.ObjectID, err)
@@ -382,7 +423,7 @@ func sendable(recipient string) bool {
 
 func noRecipientReason(kind EmailKind) string {
 	switch kind {
-	case EmailDisputeAlert, EmailPoisonAlert, EmailRefundFailedAlert, EmailNATSUnavailable:
+	case EmailDisputeAlert, EmailPoisonAlert, EmailRefundFailedAlert, EmailNATSUnavailable, EmailMissedEvents, EmailSweepFailing:
 		return "no recipient: PAYGATE_OPS_EMAIL is not set"
 	case EmailReconciliationAlert:
 		return "no recipient: neither PAYGATE_FINANCE_EMAIL nor PAYGATE_OPS_EMAIL is set"

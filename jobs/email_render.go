@@ -51,7 +51,21 @@ type emailView struct {
 	Endpoint  string // a disabled endpoint's id
 	Reference string // the merchant's order reference, when known
 	Payments  []paymentLine
-	Ref       string // the Message-ID: quoting it lets support find the outbox row
+	Missed    *missedView // a sweep's findings
+	Ref       string      // the Message-ID: quoting it lets support find the outbox row
+}
+
+// missedView is a sweep's findings, its times written out (UTC).
+type missedView struct {
+	Count, Known int
+	First, Last  eventLine
+	From, To     string
+	CLI          bool
+}
+
+// eventLine is one event an email names.
+type eventLine struct {
+	ID, Type, Created string
 }
 
 // paymentLine is one payment of a double charge, its amounts formatted.
@@ -80,6 +94,13 @@ func renderEmail(kind EmailKind, objectID, messageID string, d emailData) (rende
 	if d.Amount != "" {
 		v.Amount = FormatAmount(d.Amount, d.Currency)
 	}
+	if m := d.Missed; m != nil {
+		line := func(e EmailEvent) eventLine {
+			return eventLine{ID: e.ID, Type: e.Type, Created: e.Created.UTC().Format(emailTime)}
+		}
+		v.Missed = &missedView{Count: m.Count, Known: m.Known, First: line(m.First), Last: line(m.Last),
+			From: m.From.UTC().Format(emailTime), To: m.To.UTC().Format(emailTime), CLI: m.Trigger == "cli"}
+	}
 	var subject, text, html bytes.Buffer
 	if err := t.text.ExecuteTemplate(&subject, "subject", v); err != nil {
 		return renderedEmail{}, fmt.Errorf("render %s subject: %w", kind, err)
@@ -96,6 +117,9 @@ func renderEmail(kind EmailKind, objectID, messageID string, d emailData) (rende
 		HTML:    html.String(),
 	}, nil
 }
+
+// emailTime is how emails write a time: to the second, in UTC.
+const emailTime = "2006-01-02 15:04:05 UTC"
 
 // currencySymbols are the few currencies shown with a symbol; every other
 // is shown as its uppercase code, which is never ambiguous.

@@ -16,6 +16,7 @@
 package provider
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,7 +42,18 @@ type Event struct {
 	APIVersion string
 	Created    time.Time
 	Payload    []byte
+	// Source is how the event reached paygate: empty (SourceWebhook) for
+	// a delivered webhook, SourceAPI for one read from the provider's API
+	// (the sweep's, reconciliation's), trusted by the authenticated call
+	// rather than a signature.
+	Source string
 }
+
+// The sources of an event, as the inbox stores them.
+const (
+	SourceWebhook = "webhook"
+	SourceAPI     = "api"
+)
 
 // MaxIDLength bounds identifiers the inbox stores and indexes (event ids,
 // types, versions). Providers' own are well under it.
@@ -79,6 +91,48 @@ func Acknowledge(duplicate []bool) Answer {
 		body = acknowledgements[1]
 	}
 	return Answer{Status: http.StatusOK, ContentType: "application/json", Body: body}
+}
+
+// EventLister is a provider whose API lists the events it created, for
+// the sweep that ingests those whose webhooks never arrived (Stripe's
+// events list; PayPal's webhook events would be another). It is optional:
+// a provider without such an API (Adyen) has none.
+type EventLister interface {
+	// Name is the inbox provider name of the events it lists.
+	Name() string
+	// Retention is how far back the list goes: a query from earlier
+	// finds nothing more.
+	Retention() time.Duration
+	// ListEvents returns one page of the events created in [q.From,
+	// q.To), newest first: one API request. Each event is decoded as the
+	// inbox files it, with Source SourceAPI. It fails with an error
+	// wrapping ErrAPI (and ErrAPIRefused when retrying cannot help).
+	ListEvents(ctx context.Context, q EventQuery) (EventPage, error)
+}
+
+// EventQuery asks for one page of a provider's events list.
+type EventQuery struct {
+	// From and To bound the events' creation, [From, To), to the second.
+	From, To time.Time
+	// After is the cursor of the page before (EventPage.Next); empty for
+	// the first page.
+	After string
+}
+
+// EventPage is one page of a provider's events list.
+type EventPage struct {
+	Events []Event
+	// Unreadable are the listed items the provider's decoding refused (as
+	// the webhook path would refuse them), by id, with why: not stored.
+	Unreadable []UnreadableEvent
+	// Next is the cursor of the following page; empty on the last one.
+	Next string
+}
+
+// UnreadableEvent is a listed item that is not an event paygate can store.
+type UnreadableEvent struct {
+	ID  string
+	Err error
 }
 
 // Receiver authenticates and decodes the webhook requests of one provider

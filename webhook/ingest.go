@@ -108,6 +108,7 @@ func toInbox(e Event) inbox.Event {
 		Livemode:   e.Livemode,
 		APIVersion: e.APIVersion,
 		Payload:    e.Payload,
+		Source:     inbox.Source(e.Source),
 	}
 	if !e.Created.IsZero() {
 		t := e.Created
