@@ -22,6 +22,7 @@ import (
 
 	"github.com/paygate/paygate/delivery"
 	"github.com/paygate/paygate/delivery/natsjs"
+	"github.com/paygate/paygate/durability"
 	"github.com/paygate/paygate/internal/reqlog"
 	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/ledger"
@@ -74,6 +75,9 @@ type Config struct {
 	// export stays the same bytes.
 	GLAccounts  ledger.GLAccounts
 	XeroTaxRate string
+	// Durability is what brings back events a failover lost, for
+	// /readyz's answer on what a 2xx is worth.
+	Durability durability.Recovery
 }
 
 // DefaultRequestTimeout is Config.RequestTimeout's default: /v1 handlers

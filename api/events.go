@@ -98,7 +98,7 @@ func (s *Server) readyz(c echo.Context) error {
 		}
 		return answerError(c, withDetail(ErrNotReady, detail))
 	}
-	return writeJSON(c, http.StatusOK, map[string]string{"status": "ready"})
+	return s.ready(c)
 }
 
 // writeJSON answers indented JSON: the API is read by people as often as by

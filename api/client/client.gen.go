@@ -117,6 +117,27 @@ func (e DoubleChargeState) Valid() bool {
 	}
 }
 
+// Defines values for DurabilitySurvivesPrimaryLoss.
+const (
+	No      DurabilitySurvivesPrimaryLoss = "no"
+	Unknown DurabilitySurvivesPrimaryLoss = "unknown"
+	Yes     DurabilitySurvivesPrimaryLoss = "yes"
+)
+
+// Valid indicates whether the value is a known member of the DurabilitySurvivesPrimaryLoss enum.
+func (e DurabilitySurvivesPrimaryLoss) Valid() bool {
+	switch e {
+	case No:
+		return true
+	case Unknown:
+		return true
+	case Yes:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EmailStatus.
 const (
 	EmailStatusFailed  EmailStatus = "failed"
@@ -426,6 +447,21 @@ func (e PaymentStatus) Valid() bool {
 	case PaymentStatusRequiresCapture:
 		return true
 	case PaymentStatusSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReadinessStatus.
+const (
+	Ready ReadinessStatus = "ready"
+)
+
+// Valid indicates whether the value is a known member of the ReadinessStatus enum.
+func (e ReadinessStatus) Valid() bool {
+	switch e {
+	case Ready:
 		return true
 	default:
 		return false
@@ -922,6 +958,24 @@ type DoubleChargePayment struct {
 // DoubleChargeState open: two or more of the reference's payments are net captured (captured − refunded > 0); resolved: a refund left at most one (it opens again if another is captured); dismissed: ops said the order was meant to be paid in parts, and it stays so
 type DoubleChargeState string
 
+// Durability What a 2xx is worth: whether an event acknowledged now survives losing the database's primary.
+type Durability struct {
+	// CommitsWait synchronous replication is asked for but no synchronous standby streams: every commit waits, and webhooks are answered 503, until one does
+	CommitsWait bool `json:"commits_wait"`
+
+	// Reason why, in words an operator can act on
+	Reason string `json:"reason"`
+
+	// Recovery what brings back an acknowledged event lost with the primary (Stripe's: the missed-event sweep, up to 30 days, with an API key; Adyen's: nothing)
+	Recovery string `json:"recovery"`
+
+	// SurvivesPrimaryLoss yes: every commit waits until a synchronous standby has flushed it, and one streams; no: a commit is acknowledged before any standby has it on disk, so a failover loses the last events acknowledged; unknown: what decides it cannot be read (reason says why)
+	SurvivesPrimaryLoss DurabilitySurvivesPrimaryLoss `json:"survives_primary_loss"`
+}
+
+// DurabilitySurvivesPrimaryLoss yes: every commit waits until a synchronous standby has flushed it, and one streams; no: a commit is acknowledged before any standby has it on disk, so a failover loses the last events acknowledged; unknown: what decides it cannot be read (reason says why)
+type DurabilitySurvivesPrimaryLoss string
+
 // Email defines model for Email.
 type Email struct {
 	Attempts  int         `json:"attempts"`
@@ -1340,6 +1394,16 @@ type Problem struct {
 	// Type link to the README section that explains the problem, or about:blank
 	Type string `json:"type"`
 }
+
+// Readiness defines model for Readiness.
+type Readiness struct {
+	// Durability What a 2xx is worth: whether an event acknowledged now survives losing the database's primary.
+	Durability Durability      `json:"durability"`
+	Status     ReadinessStatus `json:"status"`
+}
+
+// ReadinessStatus defines model for Readiness.Status.
+type ReadinessStatus string
 
 // ReasonRequest defines model for ReasonRequest.
 type ReasonRequest struct {
@@ -2475,7 +2539,9 @@ type ClientInterface interface {
 	// Corresponds with GET /openapi.json (the `GetOpenAPIDocument` operationId).
 	GetOpenAPIDocument(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetReadiness Readiness: database reachable and migrated
+	// GetReadiness Readiness: database reachable and migrated; what a 2xx is worth
+	//
+	// Ready when the database is reachable and migrated. The answer also says whether an event acknowledged now survives losing the database's primary (a synchronous standby streaming and synchronous_commit on or remote_apply) and what brings back one a failover lost; it never changes the status code.
 	//
 	// Corresponds with GET /readyz (the `GetReadiness` operationId).
 	GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2939,7 +3005,9 @@ func (c *Client) GetOpenAPIDocument(ctx context.Context, reqEditors ...RequestEd
 	return c.Client.Do(req)
 }
 
-// GetReadiness Readiness: database reachable and migrated
+// GetReadiness Readiness: database reachable and migrated; what a 2xx is worth
+//
+// Ready when the database is reachable and migrated. The answer also says whether an event acknowledged now survives losing the database's primary (a synchronous standby streaming and synchronous_commit on or remote_apply) and what brings back one a failover lost; it never changes the status code.
 //
 // Corresponds with GET /readyz (the `GetReadiness` operationId).
 func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6878,7 +6946,9 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /openapi.json (the `GetOpenAPIDocument` operationId).
 	GetOpenAPIDocumentWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIDocumentResponse, error)
 
-	// GetReadinessWithResponse Readiness: database reachable and migrated
+	// GetReadinessWithResponse Readiness: database reachable and migrated; what a 2xx is worth
+	//
+	// Ready when the database is reachable and migrated. The answer also says whether an event acknowledged now survives losing the database's primary (a synchronous standby streaming and synchronous_commit on or remote_apply) and what brings back one a failover lost; it never changes the status code.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7506,7 +7576,7 @@ type GetReadinessResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Status
+	JSON200 *Readiness
 	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationProblemJSON400 *UnstorableText
 	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -7514,7 +7584,7 @@ type GetReadinessResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetReadinessResponse) GetJSON200() *Status {
+func (r GetReadinessResponse) GetJSON200() *Readiness {
 	return r.JSON200
 }
 
@@ -12914,7 +12984,9 @@ func (c *ClientWithResponses) GetOpenAPIDocumentWithResponse(ctx context.Context
 	return ParseGetOpenAPIDocumentResponse(rsp)
 }
 
-// GetReadinessWithResponse Readiness: database reachable and migrated
+// GetReadinessWithResponse Readiness: database reachable and migrated; what a 2xx is worth
+//
+// Ready when the database is reachable and migrated. The answer also says whether an event acknowledged now survives losing the database's primary (a synchronous standby streaming and synchronous_commit on or remote_apply) and what brings back one a failover lost; it never changes the status code.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13879,7 +13951,7 @@ func ParseGetReadinessResponse(rsp *http.Response) (*GetReadinessResponse, error
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Status
+		var dest Readiness
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

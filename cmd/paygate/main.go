@@ -35,6 +35,8 @@ usage:
   paygate refund PAYMENT_ID [--amount A] [--reason R] [--note N]
                                        refund a payment, and follow the request
   paygate stripe-events                the Stripe event types to subscribe an endpoint to
+  paygate doctor                       check the configuration, the database, the providers' keys, and
+                                       whether an acknowledged event survives losing the primary
   paygate ledger snapshots|close YYYY-MM|export --from D --to D
                                        finance's books: the balance snapshot, closing a month,
                                        the journal export (paygate ledger help)
@@ -67,6 +69,9 @@ func (e usageError) Error() string { return e.msg }
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return usageError{"missing command"}
+	}
+	if args[0] == "doctor" { // it reports a configuration error rather than stopping at it
+		return cmdDoctor(ctx, getenv, args[1:], stdout)
 	}
 	cfg, err := loadConfig(getenv)
 	if err != nil {

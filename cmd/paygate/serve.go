@@ -35,6 +35,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer pool.Close()
+	logDurability(ctx, pool, cfg, logger)
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), statements)
@@ -112,6 +113,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		TrustedProxies:       cfg.TrustedProxies,
 		GLAccounts:           cfg.GLAccounts,
 		XeroTaxRate:          cfg.XeroTaxRate,
+		Durability:           durabilityRecovery(cfg),
 	})
 	con, err := console.New(console.Config{API: e, Pool: pool, Tokens: apiServer.TokenOf, Logger: logger})
 	if err != nil {

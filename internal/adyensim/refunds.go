@@ -132,10 +132,12 @@ func (s *Sim) StartCheckout(t testing.TB) *httptest.Server {
 // above the captured amount not yet refunded refused (422, validation),
 // and 201 {"pspReference","paymentPspReference","status":"received"}
 // when the refund is taken. Its outcome is reported later by
-// RefundOutcome, the REFUND webhook.
+// RefundOutcome, the REFUND webhook. It serves POST
+// CheckoutPath/paymentMethods too, for credential checks.
 func (s *Sim) CheckoutHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+CheckoutPath+"/payments/{psp}/refunds", s.serveRefund)
+	mux.HandleFunc("POST "+CheckoutPath+"/paymentMethods", s.servePaymentMethods)
 	return mux
 }
 
