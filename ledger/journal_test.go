@@ -22,12 +22,22 @@ import (
 
 var updateGolden = flag.Bool("update", false, "rewrite the journal export golden files in testdata/")
 
-// fixedLedger posts the same ledger every time: two currencies, a
-// conversion's two legs, a payout, a fee, a day whose sales net to zero in
-// one account, and a refund that occurred in February, reported after
-// February was closed (posted at March's first instant). Payments pi_1 and
+// fixedLedger posts the same ledger every time: three currencies, a
+// capture in euros settled in dollars (a conversion's two legs), a capture
+// in yen never settled, a payout, a fee, a day whose sales net to zero in
+// one account, a refund that occurred in February, reported after
+// February was closed (posted at March's first instant), and a partial
+// refund in euros in March, settled at its own rate. Payments pi_1 and
 // pi_4 carry the merchant's order references; the others have none.
+// February is closed with dollars as the books currency.
 func fixedLedger(t *testing.T, b *testBundle) ledger.ExportSettings {
+	t.Helper()
+	return fixedLedgerIn(t, b, "usd")
+}
+
+// fixedLedgerIn is fixedLedger with February closed with books (""
+// as a close before exports had a books currency).
+func fixedLedgerIn(t *testing.T, b *testBundle, books string) ledger.ExportSettings {
 	t.Helper()
 	b.learnReference(t, "pi_1", "ord-1042")
 	b.learnReference(t, "pi_4", "ord 2001, gift")
@@ -48,7 +58,7 @@ func fixedLedger(t *testing.T, b *testBundle) ledger.ExportSettings {
 	b.mustPost(t, legs[0])
 	b.mustPost(t, legs[1])
 
-	settings := ledger.ExportSettings{XeroTaxRate: "Tax Exempt"}
+	settings := ledger.ExportSettings{XeroTaxRate: "Tax Exempt", BooksCurrency: books}
 	var err error
 	settings.Accounts, err = ledger.ParseGLAccounts("sales=4000, refunds=4010,provider_balance=1200,fees=6100,fx_clearing=Clearing:FX")
 	require.NoError(t, err)
@@ -58,6 +68,13 @@ func fixedLedger(t *testing.T, b *testBundle) ledger.ExportSettings {
 	}))
 	b.mustPost(t, ledger.NewRefund("stripe:refund:re_1", "pi_1", "evt_7", "usd", d("20.00"), at(27, 10)))
 	b.mustPost(t, ledger.NewCapture("stripe:capture:ch_5", "pi_5", "evt_8", "usd", d("7.00"), time.Date(2026, 3, 2, 6, 0, 0, 0, time.UTC)))
+	// pi_4's partial refund, settled at its own rate, not its capture's.
+	b.mustPost(t, ledger.NewRefund("stripe:refund:re_4", "pi_4", "evt_10", "eur", d("4.00"), time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)))
+	for _, leg := range ledger.NewSettlement(func(c string) string { return "stripe:fx:txn_10:" + c }, "pi_4", "evt_10",
+		ledger.Money{Amount: d("-4.00"), Currency: "eur"}, ledger.Money{Amount: d("-4.36"), Currency: "usd"}, d("1.09"),
+		time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)) {
+		b.mustPost(t, leg)
+	}
 	return settings
 }
 
@@ -75,7 +92,14 @@ func (b *testBundle) learnReference(t *testing.T, id, reference string) {
 	}))
 }
 
-func exportString(t *testing.T, b *testBundle, o ledger.JournalOpts) string {
+// tb is what the export helpers need of a test: a *testing.T, or a
+// *rapid.T in a property.
+type tb interface {
+	require.TestingT
+	Helper()
+}
+
+func exportString(t tb, b *testBundle, o ledger.JournalOpts) string {
 	t.Helper()
 	var buf bytes.Buffer
 	_, err := ledger.WriteJournal(b.ctx, b.pool, &buf, o)
@@ -106,7 +130,7 @@ type parsedLine struct {
 // parseJournal reads an export back, checks its header, and returns its
 // lines with each journal's key (what groups lines into a journal in the
 // format: Narration and Date for Xero, Journal No for QuickBooks).
-func parseJournal(t *testing.T, format ledger.JournalFormat, g ledger.JournalGranularity, text string) []parsedLine {
+func parseJournal(t tb, format ledger.JournalFormat, g ledger.JournalGranularity, text string) []parsedLine {
 	t.Helper()
 	records, err := csv.NewReader(strings.NewReader(text)).ReadAll()
 	require.NoError(t, err)
@@ -165,7 +189,7 @@ func parseJournal(t *testing.T, format ledger.JournalFormat, g ledger.JournalGra
 
 // requireBalancedJournals checks that every journal's debits equal its
 // credits and that a journal's lines are contiguous and share one date.
-func requireBalancedJournals(t *testing.T, lines []parsedLine) int {
+func requireBalancedJournals(t tb, lines []parsedLine) int {
 	t.Helper()
 	type total struct {
 		date          string
@@ -206,8 +230,11 @@ func TestJournalExportFormats(t *testing.T) {
 			golden(t, "journal_"+string(format)+"_"+string(g)+".csv", got)
 			journals := requireBalancedJournals(t, parseJournal(t, format, g, got))
 			require.Positive(t, journals)
-			if g == ledger.JournalByTransaction {
-				require.Equal(t, 11, journals, "one journal per transaction")
+			if g == ledger.JournalByTransaction && format == ledger.JournalGeneric {
+				require.Equal(t, 14, journals, "one journal per transaction")
+			}
+			if g == ledger.JournalByTransaction && format != ledger.JournalGeneric {
+				require.Equal(t, 9, journals, "one journal per transaction but the 4 legs of conversions and the capture in yen, not settled into dollars")
 			}
 		}
 	}
@@ -245,8 +272,8 @@ func TestJournalNamesTheOrder(t *testing.T) {
 		return out
 	}
 	// PG-T1 is pi_1's capture, PG-T10 its refund posted in March; PG-T7
-	// pi_4's capture, PG-T3 pi_2's (no reference); PG-T6 a payout.
-	want := map[string]string{"PG-T1": "ord-1042", "PG-T10": "ord-1042", "PG-T7": "ord 2001, gift", "PG-T3": "", "PG-T6": ""}
+	// pi_4's capture, PG-T4 pi_3's (no reference); PG-T6 a payout.
+	want := map[string]string{"PG-T1": "ord-1042", "PG-T10": "ord-1042", "PG-T7": "ord 2001, gift", "PG-T4": "", "PG-T6": ""}
 
 	generic := byJournal(ledger.JournalGeneric, ledger.JournalByTransaction)
 	for id, ref := range want {
@@ -300,7 +327,7 @@ func TestClosedPeriodExportIsFrozen(t *testing.T) {
 	for _, format := range ledger.JournalFormats {
 		first := exportString(t, b, ledger.PeriodJournalOpts(closed, format))
 		require.Contains(t, first, ",4000,", "%s: rendered with the account codes stored at the close", format)
-		digest, size, err := ledger.PeriodJournalDigest(b.ctx, b.pool, closed, format)
+		digest, size, err := ledger.PeriodJournalDigest(b.ctx, b.pool, closed, format, 0)
 		require.NoError(t, err)
 		require.Equal(t, int64(len(first)), size)
 		require.Equal(t, sha256Hex(first), digest)
@@ -309,7 +336,7 @@ func TestClosedPeriodExportIsFrozen(t *testing.T) {
 			time.Date(2026, 2, 14, 0, 0, 0, 0, time.UTC)))
 		again := exportString(t, b, ledger.PeriodJournalOpts(closed, format))
 		require.Equal(t, first, again, "%s: a closed month's export never changes", format)
-		digest2, _, err := ledger.PeriodJournalDigest(b.ctx, b.pool, closed, format)
+		digest2, _, err := ledger.PeriodJournalDigest(b.ctx, b.pool, closed, format, 0)
 		require.NoError(t, err)
 		require.Equal(t, digest, digest2)
 	}
@@ -332,7 +359,7 @@ func TestClosedPeriodExportIgnoresReferencesLearntLater(t *testing.T) {
 	digests := map[ledger.JournalFormat]string{}
 	for _, format := range ledger.JournalFormats {
 		before[format] = exportString(t, b, ledger.PeriodJournalOpts(closed, format))
-		digests[format], _, err = ledger.PeriodJournalDigest(b.ctx, b.pool, closed, format)
+		digests[format], _, err = ledger.PeriodJournalDigest(b.ctx, b.pool, closed, format, 0)
 		require.NoError(t, err)
 	}
 
@@ -342,7 +369,7 @@ func TestClosedPeriodExportIgnoresReferencesLearntLater(t *testing.T) {
 	for _, format := range ledger.JournalFormats {
 		after := exportString(t, b, ledger.PeriodJournalOpts(closed, format))
 		require.Equal(t, before[format], after, "%s: a closed month's export never changes", format)
-		digest, size, err := ledger.PeriodJournalDigest(b.ctx, b.pool, closed, format)
+		digest, size, err := ledger.PeriodJournalDigest(b.ctx, b.pool, closed, format, 0)
 		require.NoError(t, err)
 		require.Equal(t, digests[format], digest)
 		require.Equal(t, sha256Hex(after), digest, "%s: the bytes still match the digest kept before", format)

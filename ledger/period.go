@@ -72,11 +72,14 @@ func CloseAuditReason(c ClosedPeriod) string {
 }
 
 // ExportSettings are what a journal export depends on besides the ledger:
-// the account codes (PAYGATE_GL_ACCOUNTS) and the tax rate name Xero's
-// lines carry (PAYGATE_GL_XERO_TAX_RATE).
+// the account codes (PAYGATE_GL_ACCOUNTS), the tax rate name Xero's lines
+// carry (PAYGATE_GL_XERO_TAX_RATE) and the books currency Xero's and
+// QuickBooks' exports are in (PAYGATE_BOOKS_CURRENCY; none in the
+// settings of a period closed before exports had one).
 type ExportSettings struct {
-	Accounts    GLAccounts `json:"gl_accounts"`
-	XeroTaxRate string     `json:"xero_tax_rate"`
+	Accounts      GLAccounts `json:"gl_accounts"`
+	XeroTaxRate   string     `json:"xero_tax_rate"`
+	BooksCurrency string     `json:"books_currency,omitempty"`
 }
 
 // PeriodState is one period as the list of periods shows it.

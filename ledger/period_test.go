@@ -364,7 +364,7 @@ func TestAppRoleKeepsTheBooks(t *testing.T) {
 	require.NoError(t, err)
 	closed, err := ledger.GetClosedPeriod(b.ctx, app, feb)
 	require.NoError(t, err)
-	_, _, err = ledger.PeriodJournalDigest(b.ctx, app, closed, ledger.JournalGeneric)
+	_, _, err = ledger.PeriodJournalDigest(b.ctx, app, closed, ledger.JournalGeneric, 0)
 	require.NoError(t, err)
 
 	for _, stmt := range []string{

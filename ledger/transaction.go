@@ -211,7 +211,9 @@ type Money struct {
 // provider_balance from fx_clearing. After both, provider_balance holds the
 // movement in the settlement currency only, as the provider's balance
 // does, and fx_clearing holds the conversion, at the rate, in both. ref
-// names each leg by its currency.
+// names each leg by its currency: one prefix followed by the currency
+// code, which is how the journal exports in the books currency find the
+// other leg of a conversion.
 func NewSettlement(ref func(currency string) string, paymentID, eventID string, presented, settled Money, rate decimal.Decimal, at time.Time) [2]Transaction {
 	leg := func(m Money, out bool) Transaction {
 		// A leg moves m out of provider_balance (the presentment side) or
