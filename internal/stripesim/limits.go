@@ -64,6 +64,14 @@ func (s *Sim) FailNext(n int, opts FailOpts) {
 	}
 }
 
+// StopFailing drops the failures FailNext queued and that have not
+// happened yet: the API answers again.
+func (s *Sim) StopFailing() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limits.failures = nil
+}
+
 // failed answers a request with the first queued failure that applies to
 // its route, reporting whether it did.
 func (s *Sim) failed(w http.ResponseWriter, pattern string) bool {
