@@ -75,6 +75,10 @@ type Config struct {
 	// export stays the same bytes.
 	GLAccounts  ledger.GLAccounts
 	XeroTaxRate string
+	// BooksCurrency is the currency Xero's and QuickBooks' exports are in
+	// (PAYGATE_BOOKS_CURRENCY, default DefaultBooksCurrency), also stored
+	// with a close.
+	BooksCurrency string
 	// Durability is what brings back events a failover lost, for
 	// /readyz's answer on what a 2xx is worth.
 	Durability durability.Recovery

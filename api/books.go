@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -179,12 +178,16 @@ func (s *Server) closePeriod(c echo.Context) error {
 }
 
 func (s *Server) exportSettings() ledger.ExportSettings {
-	settings := ledger.ExportSettings{Accounts: s.config.GLAccounts, XeroTaxRate: s.config.XeroTaxRate}
+	settings := ledger.ExportSettings{Accounts: s.config.GLAccounts, XeroTaxRate: s.config.XeroTaxRate,
+		BooksCurrency: s.config.BooksCurrency}
 	if settings.Accounts == nil {
 		settings.Accounts = ledger.GLAccounts{}
 	}
 	if settings.XeroTaxRate == "" {
 		settings.XeroTaxRate = DefaultXeroTaxRate
+	}
+	if settings.BooksCurrency == "" {
+		settings.BooksCurrency = DefaultBooksCurrency
 	}
 	return settings
 }
@@ -193,6 +196,44 @@ func (s *Server) exportSettings() ledger.ExportSettings {
 // PAYGATE_GL_XERO_TAX_RATE does not name one: movements of money at a
 // payment provider carry no tax.
 const DefaultXeroTaxRate = "Tax Exempt"
+
+// DefaultBooksCurrency is the currency Xero's and QuickBooks' exports are
+// in when PAYGATE_BOOKS_CURRENCY does not name one.
+const DefaultBooksCurrency = "usd"
+
+// The headers of a journal export's answer.
+const (
+	// HeaderParts says how many parts the export has (Xero's come in
+	// parts of at most 300 lines; the others in one).
+	HeaderParts = "Paygate-Parts"
+	// HeaderUnconvertedMovements counts the ledger transactions posted
+	// in the range that an export in the books currency leaves out, not
+	// yet settled into it (0 when none were, and in the generic format).
+	HeaderUnconvertedMovements = "Paygate-Unconverted-Movements"
+)
+
+// journalPart reads ?part=, a part of the export from 1; without it, the
+// first.
+func journalPart(c echo.Context) (int, error) {
+	v := c.QueryParam("part")
+	if v == "" {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || strconv.Itoa(n) != v {
+		return 0, badRequest("part must be a whole number from 1, the part of the export (Paygate-Parts says how many there are); got %q", v)
+	}
+	return n, nil
+}
+
+// partNotFound answers a part past an export's last.
+func partNotFound(err error) error {
+	var pe *ledger.JournalPartError
+	if errors.As(err, &pe) {
+		return withDetail(ledger.ErrNotFound, fmt.Sprintf("the export has %d part(s) (Paygate-Parts): part %d is not one of them", pe.Parts, pe.Part))
+	}
+	return err
+}
 
 func journalFormat(c echo.Context) (ledger.JournalFormat, error) {
 	f := ledger.JournalFormat(c.QueryParam("format"))
@@ -245,11 +286,15 @@ func (s *Server) getJournal(c echo.Context) error {
 	if currency != "" && !currencyCode.MatchString(currency) {
 		return badRequest("currency must be a lowercase ISO 4217 code such as usd")
 	}
+	part, err := journalPart(c)
+	if err != nil {
+		return err
+	}
 	o := ledger.JournalOpts{From: from, To: to.AddDate(0, 0, 1), Format: format, Granularity: g, Currency: currency,
-		Settings: s.exportSettings()}
-	name := fmt.Sprintf("paygate-journal-%s-%s-%s-%s.csv", from.Format(time.DateOnly), to.Format(time.DateOnly), format, g)
+		Settings: s.exportSettings(), Part: part}
+	name := fmt.Sprintf("paygate-journal-%s-%s-%s-%s", from.Format(time.DateOnly), to.Format(time.DateOnly), format, g)
 	if currency != "" {
-		name = strings.TrimSuffix(name, ".csv") + "-" + currency + ".csv"
+		name += "-" + currency
 	}
 	return s.streamJournal(c, name, o, nil)
 }
@@ -266,6 +311,10 @@ func (s *Server) getPeriodJournal(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	part, err := journalPart(c)
+	if err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	closed, err := ledger.GetClosedPeriod(ctx, s.config.Pool, p)
 	if errors.Is(err, ledger.ErrPeriodNotClosed) {
@@ -276,9 +325,12 @@ func (s *Server) getPeriodJournal(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	digest, size, err := ledger.PeriodJournalDigest(ctx, s.config.Pool, closed, format)
+	if format != ledger.JournalXero && part == 1 {
+		part = 0 // the one part is the whole export
+	}
+	digest, size, err := ledger.PeriodJournalDigest(ctx, s.config.Pool, closed, format, part)
 	if err != nil {
-		return err
+		return partNotFound(err)
 	}
 	sum, err := hex.DecodeString(digest)
 	if err != nil {
@@ -288,23 +340,41 @@ func (s *Server) getPeriodJournal(c echo.Context) error {
 	// RFC 9530: the digest of the representation, the body as sent.
 	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":")
 	h.Set(echo.HeaderContentLength, strconv.FormatInt(size, 10))
-	name := fmt.Sprintf("paygate-journal-%s-%s.csv", p, format)
-	return s.streamJournal(c, name, ledger.PeriodJournalOpts(closed, format), sum)
+	o := ledger.PeriodJournalOpts(closed, format)
+	o.Part = part
+	return s.streamJournal(c, fmt.Sprintf("paygate-journal-%s-%s", p, format), o, sum)
 }
 
-// streamJournal writes the export as the database returns it. Once the
-// status is sent, a failure can only break the connection, so that a
-// short file never passes for the whole export. With want, the bytes sent
-// are hashed and checked against it: a mismatch (the ledger changed below
-// the database's guards) is logged.
+// streamJournal writes the export as the database returns it, named
+// name (a Xero part's name says which part of how many it is). The
+// headers go once the export knows its parts and the movements it leaves
+// out; a failure before that (a part it does not have) is answered as a
+// problem. Once the status is sent, a failure can only break the
+// connection, so that a short file never passes for the whole export.
+// With want, the bytes sent are hashed and checked against it: a mismatch
+// (the ledger changed below the database's guards) is logged.
 func (s *Server) streamJournal(c echo.Context, name string, o ledger.JournalOpts, want []byte) error {
 	res := c.Response()
-	res.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
-	res.Header().Set(echo.HeaderContentType, "text/csv; charset=utf-8")
-	res.WriteHeader(http.StatusOK)
 	ctx := c.Request().Context()
+	o.Ready = func(sum ledger.JournalSummary) error {
+		if o.Format == ledger.JournalXero && o.Part > 0 {
+			name += fmt.Sprintf("-part-%d-of-%d", o.Part, sum.Parts)
+		}
+		h := res.Header()
+		h.Set("Content-Disposition", `attachment; filename="`+name+`.csv"`)
+		h.Set(echo.HeaderContentType, "text/csv; charset=utf-8")
+		h.Set(HeaderParts, strconv.Itoa(sum.Parts))
+		h.Set(HeaderUnconvertedMovements, strconv.Itoa(sum.Unconverted))
+		res.WriteHeader(http.StatusOK)
+		return nil
+	}
 	h := sha256.New()
 	if _, err := ledger.WriteJournal(ctx, s.config.Pool, io.MultiWriter(res, h), o); err != nil {
+		if !res.Committed {
+			res.Header().Del(echo.HeaderContentLength)
+			res.Header().Del("Repr-Digest")
+			return partNotFound(err)
+		}
 		s.config.Logger.ErrorContext(ctx, "stream journal export", "file", name, "error", err.Error())
 		panic(http.ErrAbortHandler)
 	}

@@ -2054,6 +2054,9 @@ type GetLedgerJournalParams struct {
 
 	// Currency only this currency (Xero's and QuickBooks' journals carry none: one file per currency)
 	Currency *string `form:"currency,omitempty" json:"currency,omitempty"`
+
+	// Part the part of a Xero export, from 1: Xero's come in parts of at most 300 data lines (the header row not counted), a journal never split, and Paygate-Parts says how many there are; without it the first. The other formats have one part. A part past the last: 404
+	Part *int `form:"part,omitempty" json:"part,omitempty"`
 }
 
 // GetLedgerJournalParamsFormat defines parameters for GetLedgerJournal.
@@ -2072,6 +2075,9 @@ type CloseLedgerPeriodParams struct {
 type GetLedgerPeriodJournalParams struct {
 	// Format generic (the default: date,journal,account,account_code,currency,debit,credit,description), xero (Xero's manual journal import: Narration, Date as dd mmm yyyy, Description, AccountCode, TaxRate, Amount with debits positive and credits negative) or quickbooks (QuickBooks Online's journal entry import: Journal No, Journal Date as MM/DD/YYYY, Account Name, Debits, Credits, Description)
 	Format *GetLedgerPeriodJournalParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+
+	// Part the part of a Xero export, from 1: Xero's come in parts of at most 300 data lines (the header row not counted), a journal never split, and Paygate-Parts says how many there are; without it the first. The other formats have one part. A part past the last: 404
+	Part *int `form:"part,omitempty" json:"part,omitempty"`
 }
 
 // GetLedgerPeriodJournalParamsFormat defines parameters for GetLedgerPeriodJournal.
@@ -4991,6 +4997,18 @@ func NewGetLedgerJournalRequest(server string, params *GetLedgerJournalParams) (
 
 		}
 
+		if params.Part != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "part", *params.Part, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -5151,6 +5169,18 @@ func NewGetLedgerPeriodJournalRequest(server string, period Period, params *GetL
 		if params.Format != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Part != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "part", *params.Part, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -9114,7 +9144,9 @@ func (r ReadFeedResponse) ContentType() string {
 
 // GetLedgerJournalResponse200Headers the declared response headers of an HTTP 200 response for GetLedgerJournal
 type GetLedgerJournalResponse200Headers struct {
-	ContentDisposition *string
+	ContentDisposition          *string
+	PaygateParts                *int
+	PaygateUnconvertedMovements *int
 }
 
 // GetLedgerJournalResponse401Headers the declared response headers of an HTTP 401 response for GetLedgerJournal
@@ -9141,6 +9173,8 @@ type GetLedgerJournalResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationProblemJSON429 *TooManyFailures
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -9170,6 +9204,11 @@ func (r GetLedgerJournalResponse) GetApplicationProblemJSON401() *Unauthorized {
 // GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r GetLedgerJournalResponse) GetApplicationProblemJSON403() *Forbidden {
 	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetLedgerJournalResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
 }
 
 // GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -9572,9 +9611,11 @@ func (r CloseLedgerPeriodResponse) ContentType() string {
 
 // GetLedgerPeriodJournalResponse200Headers the declared response headers of an HTTP 200 response for GetLedgerPeriodJournal
 type GetLedgerPeriodJournalResponse200Headers struct {
-	ContentDisposition *string
-	ContentLength      *int
-	ReprDigest         *string
+	ContentDisposition          *string
+	ContentLength               *int
+	PaygateParts                *int
+	PaygateUnconvertedMovements *int
+	ReprDigest                  *string
 }
 
 // GetLedgerPeriodJournalResponse401Headers the declared response headers of an HTTP 401 response for GetLedgerPeriodJournal
@@ -15460,6 +15501,13 @@ func ParseGetLedgerJournalResponse(rsp *http.Response) (*GetLedgerJournalRespons
 		}
 		response.ApplicationProblemJSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyFailures
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15492,6 +15540,20 @@ func ParseGetLedgerJournalResponse(rsp *http.Response) (*GetLedgerJournalRespons
 				return nil, err
 			}
 			headers.ContentDisposition = &value
+		}
+		if values := rsp.Header.Values("Paygate-Parts"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Paygate-Parts", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.PaygateParts = &value
+		}
+		if values := rsp.Header.Values("Paygate-Unconverted-Movements"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Paygate-Unconverted-Movements", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.PaygateUnconvertedMovements = &value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
@@ -15965,6 +16027,20 @@ func ParseGetLedgerPeriodJournalResponse(rsp *http.Response) (*GetLedgerPeriodJo
 				return nil, err
 			}
 			headers.ContentLength = &value
+		}
+		if values := rsp.Header.Values("Paygate-Parts"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Paygate-Parts", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.PaygateParts = &value
+		}
+		if values := rsp.Header.Values("Paygate-Unconverted-Movements"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Paygate-Unconverted-Movements", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.PaygateUnconvertedMovements = &value
 		}
 		if values := rsp.Header.Values("Repr-Digest"); len(values) > 0 {
 			var value string

@@ -74,9 +74,15 @@ type config struct {
 	// (PAYGATE_GL_ACCOUNTS, PAYGATE_GL_XERO_TAX_RATE).
 	GLAccounts  ledger.GLAccounts
 	XeroTaxRate string
+	// BooksCurrency is the currency Xero's and QuickBooks' journal
+	// exports are in (PAYGATE_BOOKS_CURRENCY).
+	BooksCurrency string
 	// StripeReferenceKey is the metadata key of a Stripe payment's order
 	// reference (PAYGATE_STRIPE_REFERENCE_KEY).
 	StripeReferenceKey string
+	// Signin is how people sign in to the console (PAYGATE_OIDC_*,
+	// PAYGATE_PUBLIC_URL, PAYGATE_CONSOLE_TOKENS, PAYGATE_SESSION_MAX_AGE).
+	Signin signinConfig
 }
 
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/paygate?sslmode=disable"
@@ -119,6 +125,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if err := c.loadNATS(getenv); err != nil {
 		return c, err
 	}
+	if c.Signin, err = loadSignin(getenv); err != nil {
+		return c, err
+	}
 	if c.TrustedProxies, err = api.ParseTrustedProxies(list(getenv("PAYGATE_TRUSTED_PROXIES"))); err != nil {
 		return c, fmt.Errorf("PAYGATE_TRUSTED_PROXIES: %w", err)
 	}
@@ -126,6 +135,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, fmt.Errorf("PAYGATE_GL_ACCOUNTS: %w", err)
 	}
 	c.XeroTaxRate = or(strings.TrimSpace(getenv("PAYGATE_GL_XERO_TAX_RATE")), api.DefaultXeroTaxRate)
+	if c.BooksCurrency, err = booksCurrency(getenv("PAYGATE_BOOKS_CURRENCY")); err != nil {
+		return c, err
+	}
 	if v := getenv("PAYGATE_PROCESS_MAX_ATTEMPTS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
@@ -294,3 +306,18 @@ func list(v string) []string {
 }
 
 func getenv(k string) string { return os.Getenv(k) }
+
+// booksCurrency reads PAYGATE_BOOKS_CURRENCY: a currency the ledger knows,
+// as an ISO 4217 code in either case (the ledger writes it lowercase);
+// empty, api.DefaultBooksCurrency.
+func booksCurrency(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return api.DefaultBooksCurrency, nil
+	}
+	c := strings.ToLower(v)
+	if _, err := ledger.Exponent(c); err != nil {
+		return "", fmt.Errorf("PAYGATE_BOOKS_CURRENCY must be the ISO 4217 code of a currency paygate knows, the one the general ledger is kept in, such as usd, eur or gbp; got %q", v)
+	}
+	return c, nil
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,9 +24,11 @@ const ledgerUsage = `usage:
       close a month that has ended, as the finance API does (closed_by:
       cli:<the account running the command>), and print its digest
   paygate ledger export --from YYYY-MM-DD --to YYYY-MM-DD [--format generic|xero|quickbooks]
-                        [--granularity day|transaction] [--currency C]
+                        [--granularity day|transaction] [--currency C] [--part N]
       write the journal of the days from..to (inclusive, by posted_at) to
-      standard output, rendered with PAYGATE_GL_ACCOUNTS
+      standard output, rendered with PAYGATE_GL_ACCOUNTS; xero and
+      quickbooks in PAYGATE_BOOKS_CURRENCY, xero in parts of at most 300
+      lines (--part, from 1; standard error says how many there are)
 `
 
 func cmdLedger(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {
@@ -45,7 +48,8 @@ func cmdLedger(ctx context.Context, cfg config, logger *slog.Logger, args []stri
 		return err
 	}
 	defer pool.Close()
-	settings := ledger.ExportSettings{Accounts: cfg.GLAccounts, XeroTaxRate: or(cfg.XeroTaxRate, api.DefaultXeroTaxRate)}
+	settings := ledger.ExportSettings{Accounts: cfg.GLAccounts, XeroTaxRate: or(cfg.XeroTaxRate, api.DefaultXeroTaxRate),
+		BooksCurrency: or(cfg.BooksCurrency, api.DefaultBooksCurrency)}
 
 	switch args[0] {
 	case "snapshots":
@@ -108,6 +112,7 @@ func cmdLedger(ctx context.Context, cfg config, logger *slog.Logger, args []stri
 		format := fs.String("format", string(ledger.JournalGeneric), "generic, xero or quickbooks")
 		granularity := fs.String("granularity", string(ledger.JournalByDay), "day or transaction")
 		currency := fs.String("currency", "", "only this currency")
+		part := fs.Int("part", 1, "the part of a xero export, from 1")
 		if pos, err := parseInterleaved(fs, args[1:]); err != nil {
 			return err
 		} else if len(pos) != 0 {
@@ -124,18 +129,25 @@ func cmdLedger(ctx context.Context, cfg config, logger *slog.Logger, args []stri
 			return usageError{"ledger export: --format is generic, xero or quickbooks"}
 		case !ledger.JournalGranularity(*granularity).Valid():
 			return usageError{"ledger export: --granularity is day or transaction"}
+		case *part < 1:
+			return usageError{"ledger export: --part is a whole number from 1"}
 		}
 		w := bufio.NewWriter(stdout)
 		sum, err := ledger.WriteJournal(ctx, pool, w, ledger.JournalOpts{From: first, To: last.AddDate(0, 0, 1),
 			Format: ledger.JournalFormat(*format), Granularity: ledger.JournalGranularity(*granularity),
-			Currency: *currency, Settings: settings})
+			Currency: *currency, Settings: settings, Part: *part})
+		var pe *ledger.JournalPartError
+		if errors.As(err, &pe) {
+			return usageError{fmt.Sprintf("ledger export: the export has %d part(s), so no part %d", pe.Parts, pe.Part)}
+		}
 		if err != nil {
 			return err
 		}
 		if err := w.Flush(); err != nil {
 			return err
 		}
-		logger.Info("journal exported", "journals", sum.Journals, "lines", sum.Lines)
+		logger.Info("journal exported", "journals", sum.Journals, "lines", sum.Lines, "part", *part, "parts", sum.Parts,
+			"unconverted_movements", sum.Unconverted)
 		return nil
 	}
 }

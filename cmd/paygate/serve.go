@@ -113,6 +113,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		TrustedProxies:       cfg.TrustedProxies,
 		GLAccounts:           cfg.GLAccounts,
 		XeroTaxRate:          cfg.XeroTaxRate,
+		BooksCurrency:        cfg.BooksCurrency,
 		Durability:           durabilityRecovery(cfg),
 	})
 	con, err := console.New(console.Config{API: e, Pool: pool, Tokens: apiServer.TokenOf, Logger: logger})
