@@ -346,7 +346,8 @@ func (s *Server) getPeriodJournal(c echo.Context) error {
 }
 
 // streamJournal writes the export as the database returns it, named
-// name (a Xero part's name says which part of how many it is). The
+// name (a Xero part's name says which part of how many it is, when there
+// are several). The
 // headers go once the export knows its parts and the movements it leaves
 // out; a failure before that (a part it does not have) is answered as a
 // problem. Once the status is sent, a failure can only break the
@@ -357,7 +358,7 @@ func (s *Server) streamJournal(c echo.Context, name string, o ledger.JournalOpts
 	res := c.Response()
 	ctx := c.Request().Context()
 	o.Ready = func(sum ledger.JournalSummary) error {
-		if o.Format == ledger.JournalXero && o.Part > 0 {
+		if o.Format == ledger.JournalXero && o.Part > 0 && sum.Parts > 1 {
 			name += fmt.Sprintf("-part-%d-of-%d", o.Part, sum.Parts)
 		}
 		h := res.Header()

@@ -1,10 +1,12 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +31,141 @@ type booksData struct {
 	From, To      string
 	Formats       []ledger.JournalFormat
 	Granularities []ledger.JournalGranularity
+	// Import is the check of a range or a closed month before it is
+	// imported into Xero or QuickBooks; nil until finance asks for one.
+	Import *importCheck
+}
+
+// importCheck is what the Books page says of an export before finance
+// imports it into Xero or QuickBooks: both are in the books currency, so
+// the movements not yet settled into it are left out (how many, in which
+// currencies), and Xero takes a file of at most 300 lines, so its export
+// comes in parts (each offered for download).
+type importCheck struct {
+	// Period is the closed month checked ("" for a range of days); From
+	// and To its days, or the range's.
+	Period      string
+	From, To    string
+	Granularity ledger.JournalGranularity
+	Err         string
+	// Parts links each part of the Xero export; QuickBooks the whole
+	// QuickBooks export.
+	Parts      []importPart
+	QuickBooks template.URL
+	// Unconverted counts the movements left out; ByCurrency names their
+	// currencies, each with the generic export of its movements as they
+	// are, in which finance finds them.
+	Unconverted int
+	ByCurrency  []unconvertedCurrency
+}
+
+type importPart struct {
+	N   int
+	URL template.URL
+}
+
+type unconvertedCurrency struct {
+	Currency string
+	Count    int
+	Generic  template.URL
+}
+
+// checkImport reads, from the API's answers to the Xero and QuickBooks
+// exports, how many parts the Xero export has and how many movements both
+// leave out, then asks for each currency of the books how many of them
+// are its own. Each answer's body is at most a Xero part (300 lines) or a
+// QuickBooks export by day (a few lines a day), which the headers come
+// with; the movements themselves the generic export lists.
+func (c *Console) checkImport(ctx context.Context, token string, ic *importCheck, currencies []string) {
+	var (
+		path = "/v1/ledger/journal.csv"
+		days = url.Values{"from": {ic.From}, "to": {ic.To}}
+		q    = url.Values{"format": {string(ledger.JournalXero)}, "part": {"1"}}
+		link = basePath + "/books/journal.csv"
+	)
+	if ic.Period != "" {
+		path = apiPath("ledger", "periods", ic.Period, "journal.csv")
+		link = basePath + "/books/periods/" + url.PathEscape(ic.Period) + "/journal.csv"
+	} else {
+		for k, v := range days {
+			q[k] = v
+		}
+		q.Set("granularity", string(ic.Granularity))
+	}
+	a := c.call(ctx, token, http.MethodGet, path, q, nil, "")
+	if !a.ok() {
+		ic.Err = roleProblem(a)
+		return
+	}
+	parts, err1 := strconv.Atoi(a.header.Get(api.HeaderParts))
+	unconverted, err2 := strconv.Atoi(a.header.Get(api.HeaderUnconvertedMovements))
+	if err1 != nil || err2 != nil || parts < 1 {
+		ic.Err = "The API's answer did not say how many parts the export has and how many movements it leaves out."
+		return
+	}
+	ic.Unconverted = unconverted
+	for n := 1; n <= parts; n++ {
+		pq := url.Values{}
+		for k, v := range q {
+			pq[k] = v
+		}
+		pq.Set("part", strconv.Itoa(n))
+		ic.Parts = append(ic.Parts, importPart{N: n, URL: template.URL(link + "?" + pq.Encode())})
+	}
+	qb := url.Values{}
+	for k, v := range q {
+		qb[k] = v
+	}
+	qb.Set("format", string(ledger.JournalQuickBooks))
+	qb.Del("part")
+	ic.QuickBooks = template.URL(link + "?" + qb.Encode())
+	if unconverted == 0 {
+		return
+	}
+	// Which currencies: the range's export of each, by day.
+	for _, cur := range currencies {
+		cq := url.Values{"format": {string(ledger.JournalQuickBooks)}, "currency": {cur}}
+		for k, v := range days {
+			cq[k] = v
+		}
+		a := c.call(ctx, token, http.MethodGet, "/v1/ledger/journal.csv", cq, nil, "")
+		n, err := strconv.Atoi(a.header.Get(api.HeaderUnconvertedMovements))
+		if !a.ok() || err != nil || n == 0 {
+			continue
+		}
+		gq := url.Values{"format": {string(ledger.JournalGeneric)}, "granularity": {string(ledger.JournalByTransaction)}, "currency": {cur}}
+		for k, v := range days {
+			gq[k] = v
+		}
+		ic.ByCurrency = append(ic.ByCurrency, unconvertedCurrency{Currency: cur, Count: n,
+			Generic: template.URL(basePath + "/books/journal.csv?" + gq.Encode())})
+	}
+}
+
+// importParam reads the check the Books page is asked for: a closed month
+// (import_period) or a range of days (import_from, import_to,
+// import_granularity). nil: none asked for.
+func importParam(ec echo.Context) (*importCheck, error) {
+	if p := strings.TrimSpace(ec.QueryParam("import_period")); p != "" {
+		period, err := ledger.ParsePeriod(p)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a month such as 2026-03", p)
+		}
+		return &importCheck{Period: period.String(), From: period.Start.Format(time.DateOnly),
+			To: lastInstant(period.End()).Format(time.DateOnly), Granularity: ledger.JournalByDay}, nil
+	}
+	from, to := strings.TrimSpace(ec.QueryParam("import_from")), strings.TrimSpace(ec.QueryParam("import_to"))
+	if from == "" && to == "" {
+		return nil, nil
+	}
+	g := ledger.JournalGranularity(strings.TrimSpace(ec.QueryParam("import_granularity")))
+	if g == "" {
+		g = ledger.JournalByDay
+	}
+	if !g.Valid() {
+		return nil, fmt.Errorf("%q is not day or transaction", g)
+	}
+	return &importCheck{From: from, To: to, Granularity: g}, nil
 }
 
 // periodRow is a period as the Books page lists it.
@@ -112,7 +249,35 @@ func (c *Console) books(ec echo.Context) error {
 			AsOfEnd: template.URL(url.Values{"as_of": {end.UTC().Format(time.RFC3339Nano)}}.Encode()),
 			From:    pv.StartsAt.UTC().Format(time.DateOnly), To: end.UTC().Format(time.DateOnly)})
 	}
+	if s.finance {
+		ic, err := importParam(ec)
+		switch {
+		case err != nil:
+			d.Import = &importCheck{Err: "Check before importing: " + err.Error()}
+		case ic != nil:
+			c.checkImport(ctx, s.token, ic, c.ledgerCurrencies(ctx, s.token, d.TrialBalance))
+			d.Import = ic
+		}
+	}
 	return c.render(ec, http.StatusOK, "books", "Books", d)
+}
+
+// ledgerCurrencies are the currencies the ledger holds: the trial
+// balance's as the page shows it, or now's when it shows an earlier
+// instant (a currency may have come since).
+func (c *Console) ledgerCurrencies(ctx context.Context, token string, tb api.TrialBalanceView) []string {
+	if tb.AsOf != nil {
+		a := c.call(ctx, token, http.MethodGet, "/v1/ledger/trial-balance", nil, nil, "")
+		var now api.TrialBalanceView
+		if a.ok() && a.decode(&now) == nil {
+			tb = now
+		}
+	}
+	out := make([]string, 0, len(tb.Currencies))
+	for _, cur := range tb.Currencies {
+		out = append(out, cur.Currency)
+	}
+	return out
 }
 
 // closeData is a close's confirmation page: the period with its trial
@@ -192,16 +357,17 @@ func (c *Console) closePeriod(ec echo.Context) error {
 }
 
 // journalHeaders are what a journal export's download keeps of the API's
-// answer: its type and file name, and for a closed period its size and
-// digest.
-var journalHeaders = []string{echo.HeaderContentType, "Content-Disposition", echo.HeaderContentLength, "Repr-Digest"}
+// answer: its type and file name, its parts and the movements it leaves
+// out, and for a closed period its size and digest.
+var journalHeaders = []string{echo.HeaderContentType, "Content-Disposition", echo.HeaderContentLength, "Repr-Digest",
+	api.HeaderParts, api.HeaderUnconvertedMovements}
 
 // periodJournal hands a closed period's frozen journal export through, as
 // the API streams it.
 func (c *Console) periodJournal(ec echo.Context) error {
 	ctx := withRequestID(ec, ec.Request().Context())
 	a := c.relay(ctx, sessionIn(ec).token, apiPath("ledger", "periods", ec.Param("period"), "journal.csv"),
-		filterValues(ec, "format"), ec.Response(), journalHeaders...)
+		filterValues(ec, "format", "part"), ec.Response(), journalHeaders...)
 	if !a.ok() {
 		return c.apiFailed(ec, "Journal export", a)
 	}
@@ -213,7 +379,7 @@ func (c *Console) periodJournal(ec echo.Context) error {
 func (c *Console) journal(ec echo.Context) error {
 	ctx := withRequestID(ec, ec.Request().Context())
 	a := c.relay(ctx, sessionIn(ec).token, "/v1/ledger/journal.csv",
-		filterValues(ec, "from", "to", "format", "granularity"), ec.Response(), journalHeaders...)
+		filterValues(ec, "from", "to", "format", "granularity", "currency", "part"), ec.Response(), journalHeaders...)
 	if !a.ok() {
 		return c.apiFailed(ec, "Journal export", a)
 	}
