@@ -19,6 +19,8 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/github.com/labstack/echo/otelecho"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paygate/paygate/delivery"
 	"github.com/paygate/paygate/delivery/natsjs"
@@ -75,6 +77,12 @@ type Config struct {
 	// export stays the same bytes.
 	GLAccounts  ledger.GLAccounts
 	XeroTaxRate string
+	// TracerProvider, when tracing is on, makes each request a SERVER
+	// span (OpenTelemetry's Echo middleware), continuing a caller's
+	// traceparent; the request's log line then carries its ids. Health,
+	// readiness and metrics, polled all day, are not traced. nil: no
+	// span, nothing installed.
+	TracerProvider trace.TracerProvider
 	// BooksCurrency is the currency Xero's and QuickBooks' exports are in
 	// (PAYGATE_BOOKS_CURRENCY, default DefaultBooksCurrency), also stored
 	// with a close.
@@ -121,6 +129,12 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 	e.IPExtractor = ipExtractor(config.TrustedProxies)
 	e.HTTPErrorHandler = ErrorHandler(config.Logger)
 	e.Use(middleware.RequestID())
+	if config.TracerProvider != nil {
+		// Before observeRequests, whose log line is written with the
+		// request's context: inside the span.
+		e.Use(otelecho.Middleware("paygate", otelecho.WithTracerProvider(config.TracerProvider),
+			otelecho.WithSkipper(untraced)))
+	}
 	e.Use(observeRequests(config.Logger, config.Registry))
 	e.Use(middleware.Recover())
 	e.Use(refuseUnstorableText)
@@ -143,6 +157,16 @@ func NewEcho(config Config) (*echo.Echo, *Server) {
 	s.opsRoutes(e, v1)
 	s.mountPprof(e)
 	return e, s
+}
+
+// untraced are the routes polled by machines all day: a span each would
+// bury the requests that matter.
+func untraced(c echo.Context) bool {
+	switch c.Path() {
+	case "/healthz", "/readyz", "/metrics":
+		return true
+	}
+	return false
 }
 
 // observeRequests times every request, with its route, method and status,

@@ -285,7 +285,7 @@ func (s *Server) idempotency(next echo.HandlerFunc) echo.HandlerFunc {
 		fp := fingerprint(req.Method, req.URL.Path, s.canonicalRequest(c.Path(), body))
 
 		ctx := req.Context()
-		token, stored, err := s.claim(ctx, caller.Identity, key, fp, req.Method, req.URL.Path)
+		token, stored, err := s.claim(ctx, caller.idempotencyScope(), key, fp, req.Method, req.URL.Path)
 		if err != nil {
 			return err
 		}
@@ -301,7 +301,7 @@ func (s *Server) idempotency(next echo.HandlerFunc) echo.HandlerFunc {
 			_, err := c.Response().Write(stored.body)
 			return err
 		}
-		return s.runClaimed(c, next, caller.Identity, key, token)
+		return s.runClaimed(c, next, caller.idempotencyScope(), key, token)
 	}
 }
 

@@ -47,8 +47,9 @@ func (a answer) problem() string {
 	return fmt.Sprintf("the API answered %d %s", a.status, http.StatusText(a.status))
 }
 
-// call sends one request to the API in-process with token. body, when not
-// nil, is sent as JSON; key, when not "", as the Idempotency-Key.
+// call sends one request to the API in-process with token (a token
+// session's; "" for a person's, whom ctx carries). body, when not nil, is
+// sent as JSON; key, when not "", as the Idempotency-Key.
 func (c *Console) call(ctx context.Context, token, method, path string, query url.Values, body any, key string) answer {
 	req, failed := c.request(ctx, token, method, path, query, body, key)
 	if req == nil {
@@ -84,7 +85,11 @@ func (c *Console) request(ctx context.Context, token, method, path string, query
 			req.Header.Add(echo.HeaderXForwardedFor, f)
 		}
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		// A person's session has none: its calls carry the person in
+		// ctx (withRequestID).
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

@@ -1,12 +1,14 @@
 // Package console serves the ops and finance web console under /console/:
 // server-rendered pages over paygate's own /v1 API.
 //
-// It is a thin client of that API, called in-process with the signed-in
-// operator's role token, so every rule the API enforces (roles, the
-// Idempotency-Key contract, validation, the audit log's actor, the limit on
-// failed authentications) holds for the console too. The one table it owns
-// is its sessions' (console_sessions); it must never reach any other
-// storage itself, nor keep a second copy of any rule the API owns.
+// It is a thin client of that API, called in-process as the signed-in
+// operator (with their role token, or as the person the company's identity
+// provider signed in: api.WithPerson), so every rule the API enforces
+// (roles, the Idempotency-Key contract, validation, the audit log's actor,
+// the limit on failed authentications) holds for the console too. The one
+// table it owns is its sessions' (console_sessions); it must never reach
+// any other storage itself, nor keep a second copy of any rule the API
+// owns. Sign-in with the identity provider is the signin package's.
 package console
 
 import (
@@ -27,6 +29,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
+
+	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/signin"
 )
 
 //go:embed templates/*.html
@@ -45,11 +50,26 @@ type Config struct {
 	Pool *pgxpool.Pool
 	// Tokens finds the configured role token whose SHA-256 a session
 	// keeps (api.Server.TokenOf); a token it no longer finds ends the
-	// session.
+	// session. Not needed with DisableTokens.
 	Tokens func(hash [32]byte) (string, bool)
 	Logger *slog.Logger
-	// SessionTTL bounds a session's life from sign-in; default 12 hours.
+	// SessionTTL bounds a session's life from sign-in
+	// (PAYGATE_SESSION_MAX_AGE); default 12 hours.
 	SessionTTL time.Duration
+	// SignIn, when set, signs people in with the company's OpenID Connect
+	// provider; its redirect URL is PublicURL + /console/oidc/callback.
+	SignIn *signin.Provider
+	// PublicURL is where browsers reach paygate (PAYGATE_PUBLIC_URL): the
+	// provider sends them back under it, and its scheme says whether the
+	// sign-in's cookie is Secure.
+	PublicURL string
+	// DisableTokens turns sign-in with a role token off
+	// (PAYGATE_CONSOLE_TOKENS=false), and ends token sessions.
+	DisableTokens bool
+	// AccessContact is whom a person without a role is told to ask
+	// (PAYGATE_OPS_EMAIL); "" names the identity provider's
+	// administrators.
+	AccessContact string
 }
 
 // Console is the web console.
@@ -63,10 +83,12 @@ type Console struct {
 }
 
 // ErrNoAPI is New's answer to a Config without an API; ErrNoSessions to one
-// without Pool or Tokens.
+// without Pool, or without Tokens while token sign-in is on; ErrNoSignIn to
+// one with token sign-in off and no identity provider.
 var (
 	ErrNoAPI      = errors.New("console: Config.API is required")
 	ErrNoSessions = errors.New("console: Config.Pool and Config.Tokens are required (sessions)")
+	ErrNoSignIn   = errors.New("console: token sign-in is off and no identity provider is configured: nobody could sign in")
 )
 
 const (
@@ -84,8 +106,8 @@ type message struct {
 }
 
 // New builds the console. It fails with ErrNoAPI without an API,
-// ErrNoSessions without Pool or Tokens, or when
-// its templates do not parse.
+// ErrNoSessions without Pool or Tokens, ErrNoSignIn when nobody could sign
+// in, or when its templates do not parse.
 func New(cfg Config) (*Console, error) {
 	if cfg.API == nil {
 		return nil, ErrNoAPI
@@ -93,8 +115,11 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Pool == nil || cfg.Tokens == nil {
+	if cfg.Pool == nil || (cfg.Tokens == nil && !cfg.DisableTokens) {
 		return nil, ErrNoSessions
+	}
+	if cfg.DisableTokens && cfg.SignIn == nil {
+		return nil, ErrNoSignIn
 	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 12 * time.Hour
@@ -135,6 +160,8 @@ func (c *Console) Register(e *echo.Echo) {
 	g.GET("/signin", c.signinPage)
 	g.POST("/signin", c.signin)
 	g.POST("/signout", c.signout, c.auth(anyRole), c.csrf)
+	g.GET("/oidc/login", c.oidcLogin)
+	g.GET("/oidc/callback", c.oidcCallback)
 
 	g.GET("/poison", c.poison, c.auth(opsRole))
 	g.POST("/poison/replay", c.bulkReplay, c.auth(opsRole), c.csrf)
@@ -292,9 +319,15 @@ type peer struct {
 // limit on failed authentications exactly as for a direct request, trusted
 // proxies and all: a wrong token at sign-in counts against the browser's
 // address, not the console's.
+//
+// A person's session calls the API as that person (api.WithPerson): the
+// calls carry no token, and the API names the person as their caller.
 func withRequestID(ec echo.Context, ctx context.Context) context.Context {
 	r := ec.Request()
 	ctx = context.WithValue(ctx, peerKey{}, peer{remoteAddr: r.RemoteAddr, forwarded: r.Header.Values(echo.HeaderXForwardedFor)})
+	if s := sessionIn(ec); s != nil && s.person {
+		ctx = api.WithPerson(ctx, api.Person{Name: s.name, Issuer: s.issuer, Subject: s.subject, Ops: s.ops, Finance: s.finance})
+	}
 	if id := ec.Response().Header().Get(echo.HeaderXRequestID); id != "" {
 		return context.WithValue(ctx, requestIDKey{}, id)
 	}

@@ -83,18 +83,33 @@ func (c *Console) home(ec echo.Context) error {
 	}
 }
 
+// signinData is the sign-in page: the identity provider's button when
+// one is configured, the token form unless it is turned off.
+type signinData struct {
+	Error    string
+	Provider string
+	Tokens   bool
+}
+
+func (c *Console) renderSignin(ec echo.Context, status int, problem string) error {
+	return c.render(ec, status, "signin", "Sign in", signinData{Error: problem, Provider: c.providerName(), Tokens: !c.cfg.DisableTokens})
+}
+
 func (c *Console) signinPage(ec echo.Context) error {
-	return c.render(ec, http.StatusOK, "signin", "Sign in", "")
+	return c.renderSignin(ec, http.StatusOK, "")
 }
 
 // signin asks the API who the token is (GET /v1/me: its identity and
 // roles) and keeps it server-side; the browser only ever holds an opaque
 // session id.
 func (c *Console) signin(ec echo.Context) error {
+	if c.cfg.DisableTokens {
+		return c.renderSignin(ec, http.StatusForbidden, "Signing in with a role token is turned off here: sign in with your company account.")
+	}
 	ec.Request().Body = http.MaxBytesReader(ec.Response(), ec.Request().Body, maxForm)
 	token := strings.TrimSpace(ec.FormValue("token"))
 	if token == "" {
-		return c.render(ec, http.StatusUnauthorized, "signin", "Sign in", "Enter your role token.")
+		return c.renderSignin(ec, http.StatusUnauthorized, "Enter your role token.")
 	}
 	ctx, cancel := readContext(ec)
 	defer cancel()
@@ -105,14 +120,14 @@ func (c *Console) signin(ec echo.Context) error {
 		// carries the browser's address) and refuses it for now.
 		wait := who.header.Get("Retry-After")
 		ec.Response().Header().Set("Retry-After", wait)
-		return c.render(ec, http.StatusTooManyRequests, "signin", "Sign in",
+		return c.renderSignin(ec, http.StatusTooManyRequests,
 			"Too many wrong tokens from your address: try again in "+wait+" s.")
 	}
 	if who.status == http.StatusUnauthorized {
-		return c.render(ec, http.StatusUnauthorized, "signin", "Sign in", "That token is not one paygate knows.")
+		return c.renderSignin(ec, http.StatusUnauthorized, "That token is not one paygate knows.")
 	}
 	if !who.ok() || json.Unmarshal(who.body, &me) != nil {
-		return c.render(ec, http.StatusServiceUnavailable, "signin", "Sign in", "The API could not confirm this token: "+who.problem())
+		return c.renderSignin(ec, http.StatusServiceUnavailable, "The API could not confirm this token: "+who.problem())
 	}
 	s := &session{token: token}
 	for _, r := range me.Roles {
@@ -120,7 +135,7 @@ func (c *Console) signin(ec echo.Context) error {
 		s.finance = s.finance || r == api.RoleFinance
 	}
 	if !s.ops && !s.finance {
-		return c.render(ec, http.StatusForbidden, "signin", "Sign in", "This token has no role the console serves.")
+		return c.renderSignin(ec, http.StatusForbidden, "This token has no role the console serves.")
 	}
 	// A named operator is greeted by name; a bare token's identity is a
 	// hash prefix, which says nothing to its holder: its roles instead.
@@ -130,19 +145,34 @@ func (c *Console) signin(ec echo.Context) error {
 	if err := c.startSession(ec, s); err != nil {
 		c.cfg.Logger.Error("console: store session", "error", err.Error(),
 			"request_id", ec.Response().Header().Get(echo.HeaderXRequestID))
-		return c.render(ec, http.StatusServiceUnavailable, "signin", "Sign in", "The console could not keep your session: try again shortly.")
+		return c.renderSignin(ec, http.StatusServiceUnavailable, "The console could not keep your session: try again shortly.")
 	}
 	return ec.Redirect(http.StatusSeeOther, basePath+"/")
 }
 
-// signout deletes the session, which ends it on every instance.
+// signout deletes the session, which ends it on every instance. A person
+// is still signed in at their identity provider: when it publishes an
+// end_session_endpoint, the page offers its logout too.
 func (c *Console) signout(ec echo.Context) error {
+	s := sessionIn(ec)
 	if err := c.endSession(ec); err != nil {
 		c.cfg.Logger.Error("console: end session", "error", err.Error(),
 			"request_id", ec.Response().Header().Get(echo.HeaderXRequestID))
 		return c.refuse(ec, http.StatusServiceUnavailable, "The session could not be ended: try again.")
 	}
+	if s != nil && s.person {
+		if logout := c.providerLogout(ec); logout != "" {
+			ec.Set(sessionKey, nil)
+			return c.render(ec, http.StatusOK, "signedout", "Signed out", signedOutData{
+				Name: s.name, Provider: c.providerName(), Logout: logout})
+		}
+	}
 	return ec.Redirect(http.StatusSeeOther, basePath+"/signin")
+}
+
+// signedOutData offers a person the provider's logout.
+type signedOutData struct {
+	Name, Provider, Logout string
 }
 
 // timeFilter reads a browser's datetime-local value (UTC, as the console

@@ -16,15 +16,25 @@ import (
 
 // Sessions live in PostgreSQL (console_sessions), so that any instance
 // serves them and a restart keeps them. The browser's cookie holds a random
-// id; the row is keyed by its SHA-256 and holds the SHA-256 of the
-// operator's token, which Config.Tokens turns back into the token at each
-// request. The CSRF token is derived from the cookie's id (csrfToken), so
-// no key has to be shared between instances.
+// id; the row is keyed by its SHA-256. A token session's row holds the
+// SHA-256 of the operator's token, which Config.Tokens turns back into the
+// token at each request; a person's holds no token, but whom the company's
+// identity provider (issuer) signed in (subject, email), and the console
+// calls the API as that person (api.WithPerson). The CSRF token is derived
+// from the cookie's id (csrfToken), so no key has to be shared between
+// instances.
 
 type session struct {
 	idHash []byte
-	token  string
-	name   string
+	// token is a token session's role token; "" for a person's.
+	token string
+	// name is whom the header and the audit log name: a named token's
+	// operator, a person's email else subject.
+	name string
+	// person: signed in by the identity provider issuer as subject.
+	person          bool
+	issuer, subject string
+	email           string
 	// ops: the API lets the token read the ops routes; finance: start
 	// reconciliation runs. Reading the runs is not a role's: the pages ask
 	// the API and show its answer.
@@ -50,9 +60,10 @@ func sha(b []byte) []byte {
 var errNoSession = errors.New("no session")
 
 // sessionOf reads the session the request's cookie names: errNoSession
-// when there is none (no cookie, unknown, expired, or its token is no
-// longer configured: that row is deleted), another error when the table
-// cannot be read.
+// when there is none (no cookie, unknown, expired, a token session whose
+// token is no longer configured or while token sign-in is off, a person's
+// from a provider no longer configured: that row is deleted), another error
+// when the table cannot be read.
 func (c *Console) sessionOf(ec echo.Context) (*session, error) {
 	ck, err := ec.Cookie(cookieName)
 	if err != nil || ck.Value == "" {
@@ -63,9 +74,10 @@ func (c *Console) sessionOf(ec echo.Context) (*session, error) {
 	s := &session{idHash: sha([]byte(ck.Value))}
 	var tokenHash []byte
 	var flash []byte
-	err = c.cfg.Pool.QueryRow(ctx, `SELECT token_hash, ops, finance, name, flash, expires_at
+	var issuer, subject, email *string
+	err = c.cfg.Pool.QueryRow(ctx, `SELECT token_hash, ops, finance, name, flash, expires_at, issuer, subject, email
 		FROM console_sessions WHERE id_hash = $1 AND expires_at > now()`, s.idHash).
-		Scan(&tokenHash, &s.ops, &s.finance, &s.name, &flash, &s.expires)
+		Scan(&tokenHash, &s.ops, &s.finance, &s.name, &flash, &s.expires, &issuer, &subject, &email)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errNoSession
 	}
@@ -73,7 +85,14 @@ func (c *Console) sessionOf(ec echo.Context) (*session, error) {
 		return nil, err
 	}
 	var ok bool
-	if len(tokenHash) == 32 {
+	switch {
+	case tokenHash == nil && issuer != nil && subject != nil:
+		s.person, s.issuer, s.subject = true, *issuer, *subject
+		if email != nil {
+			s.email = *email
+		}
+		ok = c.cfg.SignIn != nil && c.cfg.SignIn.Issuer() == s.issuer
+	case len(tokenHash) == 32 && !c.cfg.DisableTokens:
 		s.token, ok = c.cfg.Tokens([32]byte(tokenHash))
 	}
 	if !ok {
@@ -95,10 +114,19 @@ func (c *Console) startSession(ec echo.Context, s *session) error {
 	s.idHash = sha([]byte(id))
 	ctx, cancel := storeContext(ec)
 	defer cancel()
-	tokenHash := sha([]byte(s.token))
-	err := c.cfg.Pool.QueryRow(ctx, `INSERT INTO console_sessions (id_hash, token_hash, ops, finance, name, expires_at)
-		VALUES ($1, $2, $3, $4, $5, now() + $6) RETURNING expires_at`,
-		s.idHash, tokenHash, s.ops, s.finance, s.name, c.cfg.SessionTTL).Scan(&s.expires)
+	var tokenHash []byte
+	var issuer, subject, email *string
+	if s.person {
+		issuer, subject = &s.issuer, &s.subject
+		if s.email != "" {
+			email = &s.email
+		}
+	} else {
+		tokenHash = sha([]byte(s.token))
+	}
+	err := c.cfg.Pool.QueryRow(ctx, `INSERT INTO console_sessions (id_hash, token_hash, ops, finance, name, expires_at, issuer, subject, email)
+		VALUES ($1, $2, $3, $4, $5, now() + $6, $7, $8, $9) RETURNING expires_at`,
+		s.idHash, tokenHash, s.ops, s.finance, s.name, c.cfg.SessionTTL, issuer, subject, email).Scan(&s.expires)
 	if err != nil {
 		return err
 	}
@@ -111,6 +139,22 @@ func (c *Console) startSession(ec echo.Context, s *session) error {
 		Expires: s.expires,
 	})
 	return nil
+}
+
+// regrant applies what a person's sign-in just said about their roles to
+// their other sessions: new roles there too, and with none, those sessions
+// end. (Sessions are never longer than SessionTTL in any case.)
+func (c *Console) regrant(ec echo.Context, issuer, subject string, ops, finance bool) error {
+	ctx, cancel := storeContext(ec)
+	defer cancel()
+	var err error
+	if ops || finance {
+		_, err = c.cfg.Pool.Exec(ctx, `UPDATE console_sessions SET ops = $3, finance = $4
+			WHERE issuer = $1 AND subject = $2 AND (ops, finance) IS DISTINCT FROM ($3, $4)`, issuer, subject, ops, finance)
+	} else {
+		_, err = c.cfg.Pool.Exec(ctx, `DELETE FROM console_sessions WHERE issuer = $1 AND subject = $2`, issuer, subject)
+	}
+	return err
 }
 
 // endSession deletes the session's row, which ends it on every instance,

@@ -10,6 +10,11 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 const (
@@ -42,6 +47,11 @@ type SenderConfig struct {
 	Timeout time.Duration
 	// UserAgent is sent on every request; empty means DefaultUserAgent.
 	UserAgent string
+	// TracerProvider, when tracing is on, makes each attempt a CLIENT
+	// span (OpenTelemetry's net/http instrumentation) whose POST carries
+	// its traceparent, so an endpoint that traces continues the trace;
+	// nil: nothing is traced or added.
+	TracerProvider trace.TracerProvider
 }
 
 // Sender makes signed HTTP attempts. It is safe for concurrent use and
@@ -81,9 +91,14 @@ func NewSender(cfg SenderConfig) *Sender {
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   true,
 	}
+	var rt http.RoundTripper = transport
+	if cfg.TracerProvider != nil {
+		rt = otelhttp.NewTransport(transport, otelhttp.WithTracerProvider(cfg.TracerProvider),
+			otelhttp.WithPropagators(propagation.TraceContext{}))
+	}
 	return &Sender{
 		client: &http.Client{
-			Transport: transport,
+			Transport: rt,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				return http.ErrUseLastResponse
 			},
@@ -166,6 +181,12 @@ func (s *Sender) send(ctx context.Context, r Request) Result {
 		return Result{Err: fmt.Errorf("post webhook: %w", err)}
 	}
 	defer resp.Body.Close()
+	// The request the transport sent carries the attempt's CLIENT span,
+	// open until the body is closed: name the message on it, so that a
+	// delivery is found by its webhook-id.
+	if span := trace.SpanFromContext(resp.Request.Context()); span.IsRecording() {
+		span.SetAttributes(attribute.String("paygate.message_id", r.MessageID))
+	}
 
 	// A read error here is not the attempt's error: the status line is
 	// the endpoint's answer, the body only helps a human read it.

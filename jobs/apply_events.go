@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paygate/paygate/inbox"
 )
@@ -46,9 +47,11 @@ func (w *ApplyEventsWorker) Work(ctx context.Context, job *river.Job[ApplyEvents
 	for i, id := range job.Args.EventIDs {
 		keys[i] = inbox.Key{Provider: job.Args.Provider, EventID: id}
 	}
-	outcomes := w.queue.submitAll(ctx, rc, keys)
+	ingest := jobIngestSpans(job.JobRow, len(keys))
+	outcomes := w.queue.submitTraced(ctx, rc, keys, ingest)
 
 	var handOff []inbox.Key
+	var handOffSpans []trace.SpanContext
 	var first error
 	for i, err := range outcomes {
 		if err == nil || errors.Is(err, inbox.ErrNotFound) {
@@ -60,6 +63,9 @@ func (w *ApplyEventsWorker) Work(ctx context.Context, job *river.Job[ApplyEvents
 			first = err
 		}
 		handOff = append(handOff, keys[i])
+		if ingest != nil {
+			handOffSpans = append(handOffSpans, ingest[i])
+		}
 	}
 	if len(handOff) == 0 {
 		return nil
@@ -68,7 +74,15 @@ func (w *ApplyEventsWorker) Work(ctx context.Context, job *river.Job[ApplyEvents
 	// must still commit, or the events would wait for the sweeper.
 	ctx = context.WithoutCancel(ctx)
 	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		_, err := rc.InsertManyTx(ctx, tx, uniqueProcessEvents(handOff, w.maxAttempts, handOffUnique))
+		params := uniqueProcessEvents(handOff, w.maxAttempts, handOffUnique)
+		for i := range params {
+			if handOffSpans != nil {
+				// The event's own job keeps its ingest span, so the
+				// batch that applies it at last still links to it.
+				params[i].InsertOpts.Metadata = ingestMetadata(handOffSpans[i : i+1])
+			}
+		}
+		_, err := rc.InsertManyTx(ctx, tx, params)
 		return err
 	})
 	if err != nil {

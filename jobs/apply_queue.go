@@ -8,6 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paygate/paygate/inbox"
 )
@@ -46,6 +49,9 @@ type applyQueue struct {
 	pressure    func() bool // nil: never
 	restFactor  int
 	sleep       func(time.Duration) // time.Sleep; tests replace it
+	// tracer, when tracing is on, gives each batch a span of its own,
+	// linked to each event's ingest span; nil: batches are not traced.
+	tracer trace.Tracer
 
 	mu       sync.Mutex
 	pending  []*applyRequest
@@ -56,7 +62,8 @@ type applyRequest struct {
 	ctx    context.Context // the job's: a job that gave up is left out of batches not yet begun
 	rc     *river.Client[pgx.Tx]
 	key    inbox.Key
-	result chan error // buffered: an applier never waits for a worker
+	ingest trace.SpanContext // the span the event was received in; zero: unknown
+	result chan error        // buffered: an applier never waits for a worker
 }
 
 // submit queues key and waits for the outcome of the batch it is applied
@@ -70,10 +77,19 @@ func (q *applyQueue) submit(ctx context.Context, rc *river.Client[pgx.Tx], key i
 // submitAll queues keys, in their order, and waits for every outcome, as
 // submit does for one.
 func (q *applyQueue) submitAll(ctx context.Context, rc *river.Client[pgx.Tx], keys []inbox.Key) []error {
+	return q.submitTraced(ctx, rc, keys, nil)
+}
+
+// submitTraced is submitAll for events whose ingest spans are known:
+// ingest[i] is keys[i]'s (nil: none is).
+func (q *applyQueue) submitTraced(ctx context.Context, rc *river.Client[pgx.Tx], keys []inbox.Key, ingest []trace.SpanContext) []error {
 	reqs := make([]*applyRequest, len(keys))
 	q.mu.Lock()
 	for i, key := range keys {
 		reqs[i] = &applyRequest{ctx: ctx, rc: rc, key: key, result: make(chan error, 1)}
+		if ingest != nil {
+			reqs[i].ingest = ingest[i]
+		}
 		q.pending = append(q.pending, reqs[i])
 	}
 	for n := len(q.pending); q.appliers < q.maxAppliers && n > 0; n -= q.maxEvents {
@@ -118,7 +134,15 @@ func (q *applyQueue) drain() {
 			keys[i] = r.key
 		}
 		start := time.Now()
-		outcomes := q.apply(context.WithoutCancel(live[0].ctx), live[0].rc, keys)
+		ctx := context.WithoutCancel(live[0].ctx)
+		var span trace.Span
+		if q.tracer != nil {
+			ctx, span = q.batchSpan(ctx, live)
+		}
+		outcomes := q.apply(ctx, live[0].rc, keys)
+		if span != nil {
+			endBatchSpan(span, outcomes)
+		}
 		for i, r := range live {
 			r.result <- outcomes[i]
 		}
@@ -126,6 +150,34 @@ func (q *applyQueue) drain() {
 			q.rest(time.Duration(q.restFactor) * time.Since(start))
 		}
 	}
+}
+
+// batchSpan starts the span of one batch: a trace of its own (a batch
+// gathers the events of many jobs, received in many requests), linked to
+// each event's ingest span. Its statements are its children.
+func (q *applyQueue) batchSpan(ctx context.Context, batch []*applyRequest) (context.Context, trace.Span) {
+	return q.tracer.Start(ctx, "apply events", trace.WithNewRoot(), trace.WithLinks(applyLinks(batch)...),
+		trace.WithAttributes(attribute.Int("paygate.events", len(batch)), attribute.String("paygate.provider", batch[0].key.Provider)))
+}
+
+// endBatchSpan records how many of the batch's events failed (each is
+// retried alone) and ends the span.
+func endBatchSpan(span trace.Span, outcomes []error) {
+	failed := 0
+	var first error
+	for _, err := range outcomes {
+		if err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	span.SetAttributes(attribute.Int("paygate.events_failed", failed))
+	if first != nil {
+		span.SetStatus(codes.Error, first.Error())
+	}
+	span.End()
 }
 
 func (q *applyQueue) rest(d time.Duration) {

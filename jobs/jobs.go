@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/provider"
@@ -160,6 +161,10 @@ type Config struct {
 	// Queues are the queues of the workers Register adds, beside
 	// paygate's own.
 	Queues map[string]river.QueueConfig
+	// TracerProvider, when tracing is on (package tracing), traces every
+	// job's work (River's otelriver middleware) and each batch of events
+	// applied; nil: nothing is traced and nothing is installed.
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) withDefaults() {
@@ -202,7 +207,7 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	config.withDefaults()
 	workers := river.NewWorkers()
 	processEvent, applyEvents := eventWorkers(pool, config.Logger, config.Email.OpsEmail, NewMappers(config.StripeReferenceKey), config.EventAppliers,
-		config.ProcessMaxAttempts, config.IngestPressure, config.Registerer)
+		config.ProcessMaxAttempts, config.IngestPressure, config.Registerer, config.TracerProvider)
 	river.AddWorker(workers, processEvent)
 	river.AddWorker(workers, applyEvents)
 	emailWorker, err := NewSendEmailWorker(pool, config.Email, config.Logger)
@@ -237,6 +242,7 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 		PeriodicJobs:         periodic,
 		FetchCooldown:        config.FetchCooldown,
 		FetchPollInterval:    config.FetchPollInterval,
+		Middleware:           riverMiddleware(config.TracerProvider),
 	}
 	rc.ReindexerIndexNames = reindexedIndexes()
 	if !config.InsertOnly && !mayReindex(pool) {
@@ -309,11 +315,24 @@ func (c *Client) InsertProcessEventTx(ctx context.Context, tx pgx.Tx, provider, 
 // InsertApplyEventsTx enqueues the applying of the new events of one ingest
 // batch in tx: one apply_events job for up to maxApplyBatch of them.
 func (c *Client) InsertApplyEventsTx(ctx context.Context, tx pgx.Tx, provider string, eventIDs []string) error {
+	return c.InsertApplyEventsLinkedTx(ctx, tx, provider, eventIDs, nil)
+}
+
+// InsertApplyEventsLinkedTx is InsertApplyEventsTx for events received in
+// traced requests: ingest[i] is the span eventIDs[i] was received in (nil:
+// none), kept in its job's metadata so that the span of the batch that
+// applies it links to it.
+func (c *Client) InsertApplyEventsLinkedTx(ctx context.Context, tx pgx.Tx, provider string, eventIDs []string, ingest []trace.SpanContext) error {
 	var params []river.InsertManyParams
-	for ids := range slices.Chunk(eventIDs, maxApplyBatch) {
+	for start := 0; start < len(eventIDs); start += maxApplyBatch {
+		end := min(start+maxApplyBatch, len(eventIDs))
+		opts := &river.InsertOpts{MaxAttempts: c.config.ProcessMaxAttempts}
+		if ingest != nil {
+			opts.Metadata = ingestMetadata(ingest[start:end])
+		}
 		params = append(params, river.InsertManyParams{
-			Args:       ApplyEventsArgs{Provider: provider, EventIDs: ids},
-			InsertOpts: &river.InsertOpts{MaxAttempts: c.config.ProcessMaxAttempts},
+			Args:       ApplyEventsArgs{Provider: provider, EventIDs: eventIDs[start:end:end]},
+			InsertOpts: opts,
 		})
 	}
 	if len(params) == 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/ledger"
@@ -53,7 +54,7 @@ const (
 // webhooks are waiting on their commits in numbers; applying then rests
 // between batches (see applyQueue).
 func eventWorkers(pool *pgxpool.Pool, logger *slog.Logger, opsEmail string, mappers Mappers, appliers, maxAttempts int,
-	pressure func() bool, reg prometheus.Registerer) (*ProcessEventWorker, *ApplyEventsWorker) {
+	pressure func() bool, reg prometheus.Registerer, tp trace.TracerProvider) (*ProcessEventWorker, *ApplyEventsWorker) {
 	if appliers <= 0 {
 		appliers = defaultAppliers
 	}
@@ -63,6 +64,9 @@ func eventWorkers(pool *pgxpool.Pool, logger *slog.Logger, opsEmail string, mapp
 	a := newApplier(pool, opsEmail, mappers, reg)
 	q := &applyQueue{maxAppliers: appliers, maxEvents: maxApplyBatch, apply: a.apply,
 		pressure: pressure, restFactor: applyRestFactor}
+	if tp != nil {
+		q.tracer = tp.Tracer(tracerName)
+	}
 	return &ProcessEventWorker{logger: logger, applier: a, queue: q},
 		&ApplyEventsWorker{logger: logger, pool: pool, queue: q, maxAttempts: maxAttempts}
 }
@@ -74,7 +78,7 @@ func (w *ProcessEventWorker) Work(ctx context.Context, job *river.Job[ProcessEve
 		return err
 	}
 	key := inbox.Key{Provider: job.Args.Provider, EventID: job.Args.EventID}
-	err = w.queue.submit(ctx, rc, key)
+	err = w.queue.submitTraced(ctx, rc, []inbox.Key{key}, jobIngestSpans(job.JobRow, 1))[0]
 	if errors.Is(err, errBatchFailed) {
 		err = w.applier.apply(ctx, rc, []inbox.Key{key})[0]
 	}

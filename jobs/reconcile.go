@@ -239,7 +239,7 @@ func NewEventApplier(pool *pgxpool.Pool, logger *slog.Logger, mappers Mappers) (
 		logger = slog.New(slog.DiscardHandler)
 	}
 	workers := river.NewWorkers()
-	processEvent, applyEvents := eventWorkers(pool, logger, "", mappers, 0, 0, nil, nil)
+	processEvent, applyEvents := eventWorkers(pool, logger, "", mappers, 0, 0, nil, nil, nil)
 	river.AddWorker(workers, processEvent)
 	river.AddWorker(workers, applyEvents)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{

@@ -11,6 +11,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of BatchConfig.
@@ -273,9 +277,14 @@ func (b *BatchIngester) flush(batch []*batchRequest) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.config.Timeout)
 	defer cancel()
+	ctx, span := commitSpan(ctx, live)
+	defer span.End()
 	start := time.Now()
 	duplicates, err := b.commit(ctx, live)
 	b.commits.Observe(time.Since(start).Seconds())
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
 	if err == nil {
 		b.sizes.Observe(float64(countEvents(live)))
 		for i, r := range live {
@@ -315,17 +324,54 @@ func (b *BatchIngester) fail(reqs []*batchRequest, err error) {
 	}
 }
 
+// tracer is the batches' tracer: the global provider's, set by package
+// tracing when tracing is on. Batches are traced only when their requests
+// are (a request's context carries a span), so with tracing off a batch
+// costs nothing more.
+var tracer = otel.Tracer("github.com/paygate/paygate/webhook")
+
+// commitSpan starts the span of a batch's commit when its requests were
+// traced. The batch's statements are its children. A batch of one request
+// is part of that request's trace; a batch of several is a trace of its
+// own linking to each request's (one trace per request, not one giant
+// trace of every request that shared a commit).
+func commitSpan(ctx context.Context, reqs []*batchRequest) (context.Context, trace.Span) {
+	var links []trace.Link
+	for _, r := range reqs {
+		if sc := trace.SpanContextFromContext(r.ctx); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	if links == nil {
+		return ctx, trace.SpanFromContext(ctx) // a no-op span: ctx has none
+	}
+	attrs := trace.WithAttributes(attribute.Int("paygate.requests", len(reqs)), attribute.Int("paygate.events", countEvents(reqs)))
+	if len(reqs) == 1 {
+		return tracer.Start(trace.ContextWithSpanContext(ctx, links[0].SpanContext), "ingest commit", attrs)
+	}
+	return tracer.Start(ctx, "ingest commit", trace.WithNewRoot(), trace.WithLinks(links...), attrs)
+}
+
 // commit stores every request's events, and the jobs of the new ones, in
 // one transaction. duplicates[i][j] reports whether reqs[i].events[j] is not
 // the first copy of an event the inbox did not have.
 func (b *BatchIngester) commit(ctx context.Context, reqs []*batchRequest) (duplicates [][]bool, err error) {
 	events := make([]Event, 0, countEvents(reqs))
+	var spans []trace.SpanContext // each event's request's span, when traced
 	for _, r := range reqs {
 		events = append(events, r.events...)
+		if sc := trace.SpanContextFromContext(r.ctx); sc.IsValid() || spans != nil {
+			if spans == nil {
+				spans = make([]trace.SpanContext, len(events)-len(r.events), cap(events))
+			}
+			for range r.events {
+				spans = append(spans, sc)
+			}
+		}
 	}
 	var flat []bool
 	err = pgx.BeginFunc(ctx, b.config.Pool, func(tx pgx.Tx) error {
-		flat, err = insertTx(ctx, tx, b.config.Enqueue, events)
+		flat, err = insertTx(ctx, tx, b.config.Enqueue, events, spans)
 		return err
 	})
 	if err != nil {

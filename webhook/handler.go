@@ -10,6 +10,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paygate/paygate/internal/reqlog"
 	"github.com/paygate/paygate/provider"
@@ -105,6 +107,9 @@ func (h *Handler) standard(c echo.Context) error {
 func (h *Handler) serve(c echo.Context, label string, r provider.Receiver) error {
 	result, err := h.handle(c, r)
 	h.results.WithLabelValues(label, result).Inc()
+	if span := trace.SpanFromContext(c.Request().Context()); span.IsRecording() {
+		span.SetAttributes(attribute.String("paygate.provider", label), attribute.String("paygate.result", result))
+	}
 	return err
 }
 
@@ -124,6 +129,9 @@ func (h *Handler) handle(c echo.Context, r provider.Receiver) (result string, er
 	events, err := r.Receive(req.Header, body, h.config.Now())
 	if err != nil {
 		return resultOf(err), err
+	}
+	if span := trace.SpanFromContext(req.Context()); span.IsRecording() {
+		spanEvents(span, events)
 	}
 
 	ctx, cancel := context.WithTimeout(req.Context(), ingestTimeout)
@@ -161,6 +169,24 @@ func (h *Handler) handle(c echo.Context, r provider.Receiver) (result string, er
 	}
 	answer := r.Acknowledge(events, duplicate)
 	return result, c.Blob(answer.Status, answer.ContentType, answer.Body)
+}
+
+// spanEvents names a request's events on its span, the SERVER span the
+// HTTP middleware started: paygate.event_id for one event, as a provider's
+// webhook is; paygate.event_ids for a batch of them (an Adyen
+// notification of several items).
+func spanEvents(span trace.Span, events []Event) {
+	switch len(events) {
+	case 0:
+	case 1:
+		span.SetAttributes(attribute.String("paygate.event_id", events[0].ID), attribute.String("paygate.event_type", events[0].Type))
+	default:
+		ids := make([]string, len(events))
+		for i, e := range events {
+			ids[i] = e.ID
+		}
+		span.SetAttributes(attribute.StringSlice("paygate.event_ids", ids))
+	}
 }
 
 // resultOf is the metrics label of a refused request.

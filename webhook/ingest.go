@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/jobs"
@@ -20,7 +21,19 @@ type Enqueuer interface {
 	InsertApplyEventsTx(ctx context.Context, tx pgx.Tx, provider string, eventIDs []string) error
 }
 
-var _ Enqueuer = (*jobs.Client)(nil)
+// LinkedEnqueuer is an Enqueuer that also keeps, with the job, the span
+// each event was received in (ingest[i] for eventIDs[i]), so that the span
+// of the batch that applies the events can link to each of them.
+// *jobs.Client is one. Without tracing, the plain InsertApplyEventsTx is
+// called.
+type LinkedEnqueuer interface {
+	InsertApplyEventsLinkedTx(ctx context.Context, tx pgx.Tx, provider string, eventIDs []string, ingest []trace.SpanContext) error
+}
+
+var (
+	_ Enqueuer       = (*jobs.Client)(nil)
+	_ LinkedEnqueuer = (*jobs.Client)(nil)
+)
 
 // Ingester commits events to the inbox with their processing jobs.
 type Ingester interface {
@@ -57,8 +70,15 @@ func (in *TxIngester) Ingest(ctx context.Context, e Event) (duplicate bool, err 
 // It fails with an error wrapping ErrUnavailable when the database cannot
 // commit; nothing is then acknowledged.
 func (in *TxIngester) IngestAll(ctx context.Context, events []Event) (duplicate []bool, err error) {
+	var spans []trace.SpanContext
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		spans = make([]trace.SpanContext, len(events))
+		for i := range spans {
+			spans[i] = sc
+		}
+	}
 	err = pgx.BeginFunc(ctx, in.Pool, func(tx pgx.Tx) error {
-		duplicate, err = insertTx(ctx, tx, in.Enqueue, events)
+		duplicate, err = insertTx(ctx, tx, in.Enqueue, events, spans)
 		return err
 	})
 	if err != nil {
@@ -70,7 +90,9 @@ func (in *TxIngester) IngestAll(ctx context.Context, events []Event) (duplicate 
 // insertTx stores events with one multi-row insert, and the job of the new
 // ones with one insert per provider, in tx. duplicate[i] reports that
 // events[i] is not the first copy of an event the inbox did not have.
-func insertTx(ctx context.Context, tx pgx.Tx, enqueue Enqueuer, events []Event) (duplicate []bool, err error) {
+// spans[i], when spans is not nil (tracing is on), is the span events[i]
+// was received in, kept with its job.
+func insertTx(ctx context.Context, tx pgx.Tx, enqueue Enqueuer, events []Event, spans []trace.SpanContext) (duplicate []bool, err error) {
 	rows := make([]inbox.Event, len(events))
 	for i, e := range events {
 		rows[i] = toInbox(e)
@@ -80,20 +102,33 @@ func insertTx(ctx context.Context, tx pgx.Tx, enqueue Enqueuer, events []Event) 
 		return nil, err
 	}
 	fresh := map[string][]string{}
+	var freshSpans map[string][]trace.SpanContext
+	if spans != nil {
+		freshSpans = map[string][]trace.SpanContext{}
+	}
 	duplicate = make([]bool, len(events))
 	for i, c := range created {
 		duplicate[i] = !c
 		if c {
 			fresh[events[i].Provider] = append(fresh[events[i].Provider], events[i].ID)
+			if spans != nil {
+				freshSpans[events[i].Provider] = append(freshSpans[events[i].Provider], spans[i])
+			}
 		}
 	}
+	linked, _ := enqueue.(LinkedEnqueuer)
 	providers := make([]string, 0, len(fresh))
 	for p := range fresh {
 		providers = append(providers, p)
 	}
 	sort.Strings(providers)
 	for _, p := range providers {
-		if err := enqueue.InsertApplyEventsTx(ctx, tx, p, fresh[p]); err != nil {
+		if linked != nil && freshSpans != nil {
+			err = linked.InsertApplyEventsLinkedTx(ctx, tx, p, fresh[p], freshSpans[p])
+		} else {
+			err = enqueue.InsertApplyEventsTx(ctx, tx, p, fresh[p])
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

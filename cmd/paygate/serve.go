@@ -24,13 +24,20 @@ import (
 	"github.com/paygate/paygate/provider/adyen"
 	"github.com/paygate/paygate/provider/stdwebhooks"
 	"github.com/paygate/paygate/provider/stripe"
+	"github.com/paygate/paygate/reconcile"
+	"github.com/paygate/paygate/tracing"
 	"github.com/paygate/paygate/webhook"
 )
 
 func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	tuneGC()
+	tr, logger, err := startTracing(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tr.Shutdown(context.WithoutCancel(ctx)) }() // the spans still queued leave last
 	statements := &statementCounter{}
-	pool, err := openMigratedPool(ctx, cfg, 40, statements)
+	pool, err := openMigratedPool(ctx, cfg, 40, poolTracer(tr, statements))
 	if err != nil {
 		return err
 	}
@@ -51,9 +58,10 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	guard := delivery.GuardConfig{AllowPrivate: cfg.DeliveryAllowPrivate}
+	sender := delivery.NewSender(delivery.SenderConfig{Guard: guard, Timeout: cfg.DeliveryTimeout, TracerProvider: tr.TracerProvider()})
 	dispatcher := delivery.NewDispatcher(delivery.DispatcherConfig{
 		Pool:         pool,
-		Sender:       delivery.NewSender(delivery.SenderConfig{Guard: guard, Timeout: cfg.DeliveryTimeout}),
+		Sender:       sender,
 		Schedule:     cfg.DeliverySchedule,
 		DisableAfter: cfg.DeliveryDisableAfter,
 		OpsEmail:     cfg.OpsEmail,
@@ -63,7 +71,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if cfg.DeliveryAllowPrivate {
 		logger.Warn("PAYGATE_DELIVERY_ALLOW_PRIVATE is true: endpoints may use http and private addresses (development only)")
 	}
-	natsPublisher, err := newNATSPublisher(ctx, cfg, pool, logger, registry)
+	natsPublisher, err := newNATSPublisher(ctx, cfg, pool, logger, registry, tr)
 	if err != nil {
 		return err
 	}
@@ -88,11 +96,12 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		PayloadRetention:  cfg.PayloadRetention,
 		Registerer:        registry,
 		IngestPressure:    func() bool { return ingestPressure != nil && ingestPressure() },
+		TracerProvider:    tr.TracerProvider(),
 	})
 	if err != nil {
 		return err
 	}
-	registry.MustRegister(jobs.NewQueueCollector(pool), jobs.EmailCollector())
+	registry.MustRegister(jobs.NewQueueCollector(pool), jobs.EmailCollector(), jobs.NewHealthCollector(pool), reconcile.NewCollector(pool))
 	if cfg.SMTPURL == "" {
 		logger.Warn("PAYGATE_SMTP_URL is empty: emails are recorded as skipped, none is sent")
 	}
@@ -113,6 +122,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		TrustedProxies:       cfg.TrustedProxies,
 		GLAccounts:           cfg.GLAccounts,
 		XeroTaxRate:          cfg.XeroTaxRate,
+		TracerProvider:       tr.TracerProvider(),
 		BooksCurrency:        cfg.BooksCurrency,
 		Durability:           durabilityRecovery(cfg),
 	})
@@ -206,13 +216,14 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 // (nil otherwise: publishing off) and creates the stream when missing. A
 // server that cannot be reached is logged, not fatal: messages wait in the
 // outbox, and the publisher's job retries.
-func newNATSPublisher(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Registerer) (*natsjs.Publisher, error) {
+func newNATSPublisher(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Registerer, tr *tracing.Tracing) (*natsjs.Publisher, error) {
 	if cfg.NATSURL == "" {
 		return nil, nil
 	}
 	p, err := natsjs.New(natsjs.Config{
 		URL: cfg.NATSURL, Creds: cfg.NATSCreds, Stream: cfg.NATSStream, SubjectPrefix: cfg.NATSSubjectPrefix,
 		MaxAge: cfg.MessageRetention, Pool: pool, OpsEmail: cfg.OpsEmail, Logger: logger, Registerer: reg,
+		TracerProvider: tr.TracerProvider(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("PAYGATE_NATS_URL: %w", err)

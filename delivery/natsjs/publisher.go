@@ -35,6 +35,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/outbox"
@@ -109,6 +110,10 @@ type Config struct {
 	Budget     time.Duration
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
+	// TracerProvider, when tracing is on, makes each publish a PRODUCER
+	// span whose traceparent the message carries in its headers; nil:
+	// nothing is traced or added.
+	TracerProvider trace.TracerProvider
 }
 
 // Publisher publishes the outbox's messages to JetStream (see the package
@@ -120,6 +125,7 @@ type Publisher struct {
 	js      jetstream.JetStream
 	ensured atomic.Bool
 	metrics *metrics
+	tracer  trace.Tracer // nil: tracing off
 	// beforeCommit, set by tests, runs before a batch's commit; an error
 	// rolls the batch back as a crash would.
 	beforeCommit func() error
@@ -208,6 +214,9 @@ func New(config Config) (*Publisher, error) {
 	}
 	p := &Publisher{config: config, nc: nc, js: js}
 	p.metrics = newMetrics(p, config.Registerer)
+	if config.TracerProvider != nil {
+		p.tracer = config.TracerProvider.Tracer("github.com/paygate/paygate/delivery/natsjs")
+	}
 	return p, nil
 }
 
@@ -387,8 +396,9 @@ func (p *Publisher) send(ctx context.Context, msgs []outbox.Message) (acked []bo
 		}
 	}
 	type sent struct {
-		i   int
-		ack jetstream.PubAckFuture
+		i    int
+		ack  jetstream.PubAckFuture
+		span trace.Span // nil: tracing off
 	}
 	for w := 0; w < waves && err == nil; w++ {
 		var out []sent
@@ -399,23 +409,30 @@ func (p *Publisher) send(ctx context.Context, msgs []outbox.Message) (acked []bo
 			nm := nats.NewMsg(p.config.SubjectPrefix + "." + m.Type)
 			nm.Data = m.Body
 			nm.Header.Set(jetstream.MsgIDHeader, m.ID)
+			span := p.publishSpan(ctx, nm, m.ID)
 			f, e := p.js.PublishMsgAsync(nm)
 			if e != nil {
+				endPublishSpan(span, e)
 				fail(i, e)
 				continue
 			}
-			out = append(out, sent{i, f})
+			out = append(out, sent{i, f, span})
 		}
-		for _, s := range out {
+		for n, s := range out {
 			select {
 			case a := <-s.ack.Ok():
+				endPublishSpan(s.span, nil)
 				acked[s.i] = true
 				if a.Duplicate {
 					dups++
 				}
 			case e := <-s.ack.Err():
+				endPublishSpan(s.span, e)
 				fail(s.i, e)
 			case <-ctx.Done():
+				for _, rest := range out[n:] {
+					endPublishSpan(rest.span, ctx.Err())
+				}
 				fail(s.i, ctx.Err())
 				return acked, dups, err
 			}
