@@ -12,6 +12,7 @@ import (
 
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/migrations"
+	"github.com/paygate/paygate/sweep"
 )
 
 // EventView is an inbox event as the API shows it.
@@ -19,6 +20,7 @@ type EventView struct {
 	Provider    string          `json:"provider"`
 	EventID     string          `json:"event_id"`
 	Type        string          `json:"type"`
+	Source      inbox.Source    `json:"source"`
 	Status      inbox.Status    `json:"status"`
 	Attempts    int             `json:"attempts"`
 	LastError   *string         `json:"last_error"`
@@ -29,7 +31,7 @@ type EventView struct {
 
 func eventView(e inbox.Event) EventView {
 	v := EventView{
-		Provider: e.Provider, EventID: e.EventID, Type: e.Type, Status: e.Status,
+		Provider: e.Provider, EventID: e.EventID, Type: e.Type, Source: e.Source, Status: e.Status,
 		Attempts: e.Attempts, ReceivedAt: e.ReceivedAt.UTC(), ProcessedAt: e.ProcessedAt,
 	}
 	if e.LastError != "" {
@@ -82,7 +84,11 @@ func (s *Server) opsStats(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(c, http.StatusOK, map[string]any{"events": counts})
+	sweeps, err := sweep.Statuses(c.Request().Context(), s.config.Pool)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, map[string]any{"events": counts, "sweep": sweepViews(sweeps)})
 }
 
 func (s *Server) healthz(c echo.Context) error {

@@ -90,6 +90,9 @@ type eventListData struct {
 	NextQuery template.URL
 	Statuses  []string
 	Providers []string
+	// Sweep is where each provider's missed-event sweep stands; empty
+	// when none ran or stats could not be read (the list still shows).
+	Sweep map[string]api.SweepView
 }
 
 var eventFilters = []string{"provider", "status", "type", "payment_id"}
@@ -105,6 +108,14 @@ func (c *Console) eventList(ec echo.Context) error {
 		NextQuery: nextQuery(applied, page.NextCursor),
 		Statuses:  []string{"received", "processed", "ignored", "poison", "discarded"},
 		Providers: []string{"stripe", "adyen", "standard"}}
+	ctx, cancel := readContext(ec)
+	defer cancel()
+	var stats struct {
+		Sweep map[string]api.SweepView `json:"sweep"`
+	}
+	if a := c.call(ctx, sessionIn(ec).token, http.MethodGet, "/v1/ops/stats", nil, nil, ""); a.ok() && a.decode(&stats) == nil {
+		d.Sweep = stats.Sweep
+	}
 	return c.render(ec, http.StatusOK, "search", "Events", d)
 }
 

@@ -423,6 +423,13 @@ func TestEmailRendering(t *testing.T) {
 			Reason: "amount_mismatch: 1, missing_in_ledger: 2", Date: "2025-03-14", RunStatus: "completed"},
 		{Kind: jobs.EmailReconciliationAlert, ObjectID: "43", Recipient: "finance@example.com",
 			Reason: "amount_mismatch: 1", Provider: "adyen", Batch: "12", RunStatus: "completed"},
+		{Kind: jobs.EmailMissedEvents, ObjectID: "stripe/1741939200-1741942800", Recipient: "ops@example.com", Provider: "stripe",
+			Missed: &jobs.MissedEvents{Count: 3, Known: 97, Trigger: "schedule",
+				First: jobs.EmailEvent{ID: "evt_first", Type: "payment_intent.succeeded", Created: time.Date(2025, 3, 14, 8, 1, 2, 0, time.UTC)},
+				Last:  jobs.EmailEvent{ID: "evt_last", Type: "charge.refunded", Created: time.Date(2025, 3, 14, 8, 50, 0, 0, time.UTC)},
+				From:  time.Date(2025, 3, 14, 8, 0, 0, 0, time.UTC), To: time.Date(2025, 3, 14, 9, 0, 0, 0, time.UTC)}},
+		{Kind: jobs.EmailSweepFailing, ObjectID: "stripe/1741939200", Recipient: "ops@example.com", Provider: "stripe",
+			Reason: "failing since 2025-03-14T08:00:00Z: provider API: list events: <502>"},
 	}
 	for _, e := range emails {
 		require.True(t, b.enqueue(t, e))
@@ -459,6 +466,15 @@ func TestEmailRendering(t *testing.T) {
 		{"reconciliation_alert.43@paygate", "[paygate] Reconciliation of adyen settlement batch 12 has exceptions (run 43)",
 			[]string{"Batch:     adyen 12", `POST /v1/reconciliation/runs {"provider": "adyen", "batch": 12}`},
 			[]string{"adyen 12"}},
+		{"missed_events.stripe/1741939200-1741942800@paygate", "[paygate] 3 stripe events never arrived by webhook",
+			[]string{"Found:    3 missed, 97 already in paygate", "Window:   events created 2025-03-14 08:00:00 UTC to 2025-03-14 09:00:00 UTC",
+				"First:    evt_first (payment_intent.succeeded), created 2025-03-14 08:01:02 UTC",
+				"Last:     evt_last (charge.refunded), created 2025-03-14 08:50:00 UTC",
+				"PAYGATE_STRIPE_WEBHOOK_SECRETS", "disabled at stripe"},
+			[]string{"<code>evt_first</code>", "Likely cause"}},
+		{"sweep_failing.stripe/1741939200@paygate", "[paygate] The sweep of stripe's events list has failed for an hour",
+			[]string{"Last error: failing since 2025-03-14T08:00:00Z: provider API: list events: <502>"},
+			[]string{"provider API: list events: &lt;502&gt;"}},
 	} {
 		d, ok := byID[c.messageID]
 		require.True(t, ok, "no message with Message-ID %s", c.messageID)
@@ -545,6 +561,10 @@ func TestEnqueueEmailTxRejectsMalformed(t *testing.T) {
 		"amount, no currency": func(e *jobs.Email) { e.Currency = "" },
 		"uppercase currency":  func(e *jobs.Email) { e.Currency = "USD" },
 		"receipt, no amount":  func(e *jobs.Email) { e.Amount, e.Currency = "", "" },
+		"missed events, no findings": func(e *jobs.Email) {
+			*e = jobs.Email{Kind: jobs.EmailMissedEvents, ObjectID: "stripe/1-2", Recipient: "ops@example.com"}
+		},
+		"findings, not missed events": func(e *jobs.Email) { e.Missed = &jobs.MissedEvents{Count: 1} },
 	} {
 		e := ok
 		mutate(&e)

@@ -180,6 +180,24 @@ func (e EndpointStatus) Valid() bool {
 	}
 }
 
+// Defines values for EventSource.
+const (
+	API     EventSource = "api"
+	Webhook EventSource = "webhook"
+)
+
+// Valid indicates whether the value is a known member of the EventSource enum.
+func (e EventSource) Valid() bool {
+	switch e {
+	case API:
+		return true
+	case Webhook:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EventStatus.
 const (
 	Discarded EventStatus = "discarded"
@@ -1081,13 +1099,19 @@ type EventFields struct {
 	ProcessedAt *time.Time  `json:"processed_at"`
 
 	// Provider Examples: stripe
-	Provider   string      `json:"provider"`
-	ReceivedAt time.Time   `json:"received_at"`
-	Status     EventStatus `json:"status"`
+	Provider   string    `json:"provider"`
+	ReceivedAt time.Time `json:"received_at"`
+
+	// Source how the event reached paygate: webhook, delivered to its endpoint and authenticated by its signature or credentials; api, read from the provider's API by the missed-event sweep or reconciliation's recovery (its webhook never arrived), vouched for by the authenticated call, and rendered in the API version of the provider's account when it was created
+	Source EventSource `json:"source"`
+	Status EventStatus `json:"status"`
 
 	// Type Examples: charge.refunded
 	Type string `json:"type"`
 }
+
+// EventSource how the event reached paygate: webhook, delivered to its endpoint and authenticated by its signature or credentials; api, read from the provider's API by the missed-event sweep or reconciliation's recovery (its webhook never arrived), vouched for by the authenticated call, and rendered in the API version of the provider's account when it was created
+type EventSource string
 
 // EventStatus defines model for EventStatus.
 type EventStatus string
@@ -1369,9 +1393,12 @@ type PoisonEvent struct {
 	ProcessedAt *time.Time  `json:"processed_at"`
 
 	// Provider Examples: stripe
-	Provider   string      `json:"provider"`
-	ReceivedAt time.Time   `json:"received_at"`
-	Status     EventStatus `json:"status"`
+	Provider   string    `json:"provider"`
+	ReceivedAt time.Time `json:"received_at"`
+
+	// Source how the event reached paygate: webhook, delivered to its endpoint and authenticated by its signature or credentials; api, read from the provider's API by the missed-event sweep or reconciliation's recovery (its webhook never arrived), vouched for by the authenticated call, and rendered in the API version of the provider's account when it was created
+	Source EventSource `json:"source"`
+	Status EventStatus `json:"status"`
 
 	// Type Examples: charge.refunded
 	Type string `json:"type"`
@@ -1845,11 +1872,73 @@ type Stats struct {
 		Processed int `json:"processed"`
 		Received  int `json:"received"`
 	} `json:"events"`
+
+	// Sweep The missed-event sweep by provider name (Stripe's, with PAYGATE_STRIPE_API_KEY and PAYGATE_STRIPE_SWEEP_EVERY not 0); a provider never swept is absent.
+	Sweep map[string]SweepStatus `json:"sweep"`
 }
 
 // Status defines model for Status.
 type Status struct {
 	Status string `json:"status"`
+}
+
+// SweepFindings What one finished sweep found in its window.
+type SweepFindings struct {
+	FinishedAt time.Time `json:"finished_at"`
+
+	// First the oldest new event; null with none
+	First *SweptEvent `json:"first"`
+
+	// From events created from this time…
+	From time.Time `json:"from"`
+
+	// Known events paygate already had
+	Known int `json:"known"`
+
+	// Last the newest new event; null with none
+	Last *SweptEvent `json:"last"`
+
+	// New events it ingested: their webhooks never arrived (one missed_events email to ops when not 0)
+	New       int       `json:"new"`
+	StartedAt time.Time `json:"started_at"`
+
+	// To …to this one, excluded
+	To time.Time `json:"to"`
+}
+
+// SweepStatus Where a provider's missed-event sweep stands: every PAYGATE_STRIPE_SWEEP_EVERY it lists the events the provider created since the last sweep (10 minutes before its end) and ingests those paygate lacks.
+type SweepStatus struct {
+	// FailingSince the provider's list has failed since then without a success (an email goes to ops after an hour); null while it answers
+	FailingSince *time.Time `json:"failing_since"`
+
+	// Last the last finished sweep; null before the first
+	Last *SweepFindings `json:"last"`
+
+	// LastError the last failure of the list, while it fails
+	LastError *string `json:"last_error"`
+
+	// Running the window of a sweep under way, or cut off (the API failing, a restart) and to go on from its place; null when none is
+	Running *struct {
+		// From events created from this time…
+		From time.Time `json:"from"`
+
+		// To …to this one, excluded
+		To time.Time `json:"to"`
+	} `json:"running"`
+
+	// SweptUntil every event the provider created before it was looked for; null before the first sweep finished
+	SweptUntil *time.Time `json:"swept_until"`
+}
+
+// SweptEvent An event a sweep ingested.
+type SweptEvent struct {
+	Created time.Time `json:"created"`
+
+	// ID Examples: evt_1PqXyz
+	ID string `json:"id"`
+
+	// Type Examples: charge.succeeded
+	Type string `json:"type"`
 }
 
 // TrialBalance defines model for TrialBalance.
