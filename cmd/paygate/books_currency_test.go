@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -79,4 +83,55 @@ func TestLedgerExportInParts(t *testing.T) {
 	var ue usageError
 	require.ErrorAs(t, err, &ue)
 	require.ErrorContains(t, err, "the export has 2 part(s), so no part 3")
+}
+
+// TestReadmeBooksCurrencyExample: the README's worked example of exports
+// in one base currency is what paygate exports of the day `paygate demo`
+// sends: the day's QuickBooks journal in dollars as written (its date put
+// in), the count of movements left out as written, and the mugs' lines
+// by transaction as written (ids aside).
+func TestReadmeBooksCurrencyExample(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	section := string(readme)
+	start := strings.Index(section, "### Exports in one base currency")
+	require.GreaterOrEqual(t, start, 0)
+	section = section[start:]
+	section = section[:strings.Index(section, "**Mapping the accounts.**")]
+	blocks := regexp.MustCompile("(?s)```csv\n(.*?)```").FindAllStringSubmatch(section, -1)
+	require.Len(t, blocks, 2, "the day's journal, and the mugs' by transaction")
+	unconverted := regexp.MustCompile("`Paygate-Unconverted-Movements: ([0-9]+)`").FindStringSubmatch(section)
+	require.NotNil(t, unconverted)
+
+	m := startMakeRun(t)
+	out := m.demo(t)
+	day := regexp.MustCompile(`a day at a shop, ([0-9]{4}-[0-9]{2}-[0-9]{2})`).FindStringSubmatch(out)
+	require.NotNil(t, day, out)
+	d, err := time.Parse(time.DateOnly, day[1])
+	require.NoError(t, err)
+	dated := strings.NewReplacer("YYYYMMDD", d.Format("20060102"), "MM/DD/YYYY", d.Format("01/02/2006"), "YYYY-MM-DD", d.Format(time.DateOnly))
+	export := func(query string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/v1/ledger/journal.csv?from=%s&to=%s&%s",
+			m.srv.addr, day[1], day[1], query), nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+devDefaults(t)["PAYGATE_FINANCE_TOKENS"])
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, res.StatusCode, string(body))
+		return res, string(body)
+	}
+	res, body := export("format=quickbooks")
+	require.Equal(t, dated.Replace(blocks[0][1]), body, "the README's day in dollars")
+	require.Equal(t, unconverted[1], res.Header.Get("Paygate-Unconverted-Movements"))
+	_, body = export("format=quickbooks&granularity=transaction")
+	for _, line := range strings.Split(strings.TrimSpace(blocks[1][1]), "\n") {
+		pattern := regexp.QuoteMeta(dated.Replace(line))
+		pattern = strings.ReplaceAll(pattern, "…", `[A-Za-z0-9_]+`)
+		require.Regexp(t, "(?m)^"+pattern+"$", body)
+	}
 }
