@@ -7,6 +7,9 @@ TEST_DATABASE_URL="${TEST_DATABASE_URL:-$(scripts/db.sh postgres)}"
 export TEST_DATABASE_URL
 [[ -x scripts/tools.sh ]] && scripts/tools.sh
 scripts/chromium.sh # Debian's Chromium, for the console's browser tests
+scripts/promtool.sh # Debian's promtool, for the alert rules
+promtool check rules deploy/prometheus/alerts.yml
+promtool test rules deploy/prometheus/alerts_test.yml
 export PATH="$PWD/.tools/bin:$PATH"
 go vet ./...
 go test -count=1 -timeout 20m "$@" ./...
