@@ -192,7 +192,9 @@ func Assess(s Server, r Recovery) Report {
 		rep.Survives = No
 		rep.Reason = "synchronous_standby_names is empty, so no standby is synchronous: a commit is acknowledged " +
 			"once it is on the primary's disk, and a failover to an asynchronous standby loses the events acknowledged " +
-			"in the moments before it (set synchronous_standby_names on the primary, and keep synchronous_commit on)"
+			"in the moments before it (set synchronous_standby_names on the primary, and keep synchronous_commit on; a managed " +
+			"service that replicates synchronously below PostgreSQL, as Cloud SQL's high availability and RDS Multi-AZ DB " +
+			"instances do, keeps them anyway, which PostgreSQL cannot show)"
 	case commit == "off" || commit == "local" || commit == "remote_write":
 		rep.Survives = No
 		rep.Reason = fmt.Sprintf("synchronous_commit is %s for paygate's sessions, below on: %s, so a failover can lose "+
