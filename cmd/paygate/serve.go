@@ -16,7 +16,6 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/paygate/paygate/api"
-	"github.com/paygate/paygate/console"
 	"github.com/paygate/paygate/delivery"
 	"github.com/paygate/paygate/delivery/natsjs"
 	"github.com/paygate/paygate/jobs"
@@ -126,7 +125,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		BooksCurrency:        cfg.BooksCurrency,
 		Durability:           durabilityRecovery(cfg),
 	})
-	con, err := console.New(console.Config{API: e, Pool: pool, Tokens: apiServer.TokenOf, Logger: logger})
+	con, err := newConsole(ctx, cfg, e, pool, apiServer.TokenOf, logger)
 	if err != nil {
 		return err
 	}
