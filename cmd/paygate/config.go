@@ -80,6 +80,11 @@ type config struct {
 	// StripeReferenceKey is the metadata key of a Stripe payment's order
 	// reference (PAYGATE_STRIPE_REFERENCE_KEY).
 	StripeReferenceKey string
+	// StripeSweepEvery and StripeSweepRate are the missed-event sweep's
+	// period (zero: off) and its list requests a second
+	// (PAYGATE_STRIPE_SWEEP_EVERY, PAYGATE_STRIPE_SWEEP_RATE).
+	StripeSweepEvery time.Duration
+	StripeSweepRate  float64
 	// Signin is how people sign in to the console (PAYGATE_OIDC_*,
 	// PAYGATE_PUBLIC_URL, PAYGATE_CONSOLE_TOKENS, PAYGATE_SESSION_MAX_AGE).
 	Signin signinConfig
@@ -136,6 +141,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	c.XeroTaxRate = or(strings.TrimSpace(getenv("PAYGATE_GL_XERO_TAX_RATE")), api.DefaultXeroTaxRate)
 	if c.BooksCurrency, err = booksCurrency(getenv("PAYGATE_BOOKS_CURRENCY")); err != nil {
+		return c, err
+	}
+	if err := c.loadSweep(getenv); err != nil {
 		return c, err
 	}
 	if v := getenv("PAYGATE_PROCESS_MAX_ATTEMPTS"); v != "" {

@@ -274,7 +274,7 @@ func checkMigrations(ctx context.Context, d *doctor, pool *pgxpool.Pool) {
 // durabilityRecovery is what can bring back events a failover lost, from
 // the configuration.
 func durabilityRecovery(cfg config) durability.Recovery {
-	return durability.Recovery{StripeAPIKey: cfg.StripeAPIKey != ""}
+	return durability.Recovery{StripeAPIKey: cfg.StripeAPIKey != "", StripeSweepOff: cfg.StripeSweepEvery == 0}
 }
 
 // checkFailover says what a 2xx is worth if the primary is lost.

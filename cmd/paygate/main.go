@@ -30,6 +30,8 @@ usage:
   paygate serve                        run the HTTP server and the job workers
   paygate reconcile --date YYYY-MM-DD  reconcile one UTC day and print its summary
   paygate reconcile --batch N          reconcile Adyen settlement batch N again from its stored report
+  paygate sweep --since T [--until T]  ingest the Stripe events created in that window (RFC 3339, within 30 days)
+                                       whose webhooks never arrived, and print what it found
   paygate poison list|show ID|replay ID|discard ID --reason R
                                        review the poison queue from the box
   paygate refund PAYMENT_ID [--amount A] [--reason R] [--note N]
@@ -83,6 +85,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdMigrate(ctx, cfg, logger, stdout)
 	case "serve":
 		return cmdServe(ctx, cfg, logger)
+	case "sweep":
+		return cmdSweep(ctx, cfg, logger, args[1:], stdout)
 	case "reconcile":
 		return cmdReconcile(ctx, cfg, logger, args[1:], stdout)
 	case "poison":

@@ -129,12 +129,14 @@ func stripeProvider(cfg config, progress func(string)) (*stripe.API, error) {
 }
 
 // stripeIngester feeds recovered events through the webhook's ingest path:
-// the same decoding, and the inbox insert with its apply_events job in one
-// transaction. enqueue is called at ingest time, so that the server can
-// build its River client after the worker that needs this ingester.
+// the same decoding (stripe.DecodeListedEvent: read from the API, they are
+// stored with source api, as the sweep's are), and the inbox insert with
+// its apply_events job in one transaction. enqueue is called at ingest
+// time, so that the server can build its River client after the worker
+// that needs this ingester.
 func stripeIngester(pool *pgxpool.Pool, enqueue func() webhook.Enqueuer) reconcile.Ingester {
 	return reconcile.IngesterFunc(func(ctx context.Context, payload []byte) (bool, error) {
-		ev, err := stripe.DecodeEvent(payload)
+		ev, err := stripe.DecodeListedEvent(payload)
 		if err != nil {
 			return false, err
 		}

@@ -52,6 +52,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	sweepHook, sweepQueues := sweepWorkers(cfg, pool, logger, registry, func() *jobs.Client { return jobClient })
 	downloaders, err := reportDownloaders(cfg, logger)
 	if err != nil {
 		return err
@@ -85,9 +86,13 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 			if natsPublisher != nil {
 				river.AddWorker(w, &natsjs.Worker{Publisher: natsPublisher})
 			}
-			return reconcileHook(w)
+			periodic := reconcileHook(w)
+			if sweepHook != nil {
+				periodic = append(periodic, sweepHook(w)...)
+			}
+			return periodic
 		},
-		Queues:            map[string]river.QueueConfig{delivery.QueueDelivery: {MaxWorkers: deliveryWorkers}},
+		Queues:            withQueues(map[string]river.QueueConfig{delivery.QueueDelivery: {MaxWorkers: deliveryWorkers}}, sweepQueues),
 		MessageRetention:  cfg.MessageRetention,
 		Refunders:         refunders(cfg, logger),
 		ReportDownloaders: downloaders,
