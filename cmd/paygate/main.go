@@ -37,6 +37,7 @@ usage:
   paygate refund PAYMENT_ID [--amount A] [--reason R] [--note N]
                                        refund a payment, and follow the request
   paygate stripe-events                the Stripe event types to subscribe an endpoint to
+  paygate config [--markdown]          every environment variable paygate reads: meaning, default, example
   paygate doctor                       check the configuration, the database, the providers' keys, and
                                        whether an acknowledged event survives losing the primary
   paygate ledger snapshots|close YYYY-MM|export --from D --to D
@@ -46,7 +47,7 @@ usage:
                                        refund, reconcile, and print what to open in the console
   paygate demo serve                   the demo shop's Stripe, Adyen and endpoint (make run starts it)
 
-Configuration is read from the environment; see the README.
+Configuration is read from the environment: paygate config lists it, docs/configuration.md explains it.
 `
 
 func main() {
@@ -74,6 +75,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if args[0] == "doctor" { // it reports a configuration error rather than stopping at it
 		return cmdDoctor(ctx, getenv, args[1:], stdout)
+	}
+	if args[0] == "config" { // the reference, whatever the environment holds
+		return cmdConfig(args[1:], stdout)
+	}
+	if args[0] == "serve" && wantsHelp(args[1:]) {
+		return cmdConfig(nil, stdout)
 	}
 	cfg, err := loadConfig(getenv)
 	if err != nil {

@@ -44,7 +44,7 @@ func loadSignin(getenv func(string) string) (signinConfig, error) {
 		ClientID:     strings.TrimSpace(getenv("PAYGATE_OIDC_CLIENT_ID")),
 		ClientSecret: getenv("PAYGATE_OIDC_CLIENT_SECRET"),
 		RolesClaim:   or(strings.TrimSpace(getenv("PAYGATE_OIDC_ROLES_CLAIM")), signin.DefaultRolesClaim),
-		Scopes: strings.FieldsFunc(or(getenv("PAYGATE_OIDC_SCOPES"), "email,profile"), func(r rune) bool {
+		Scopes: strings.FieldsFunc(or(getenv("PAYGATE_OIDC_SCOPES"), defaultOIDCScopes), func(r rune) bool {
 			return r == ',' || r == ' '
 		}),
 		SessionMaxAge: defaultSessionMaxAge,
