@@ -47,8 +47,9 @@ type JournalGranularity string
 
 // The granularities.
 const (
-	// JournalByDay: one journal per UTC day (of posted_at) and currency,
-	// each account's movements netted into one line.
+	// JournalByDay: one journal per UTC day (of posted_at) and currency
+	// (in the books currency: per day), each account's movements netted
+	// into one line.
 	JournalByDay JournalGranularity = "day"
 	// JournalByTransaction: one journal per ledger transaction, its
 	// entries as they are, naming the order reference of its payment.
