@@ -26,7 +26,6 @@ func TestSetupOffUnlessAnEndpoint(t *testing.T) {
 		"sdk disabled":      {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_SDK_DISABLED": "true"},
 		"exporter none":     {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces", "OTEL_TRACES_EXPORTER": "none"},
 		"blank endpoint":    {"OTEL_EXPORTER_OTLP_ENDPOINT": "  "},
-		"metrics endpoint":  {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://127.0.0.1:4318/v1/metrics"},
 		"protocol, no host": {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"},
 	} {
 		tr, err := tracing.Setup(context.Background(), env(vars), nil)
