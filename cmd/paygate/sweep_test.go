@@ -19,6 +19,7 @@ import (
 	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/internal/testdb"
 	"github.com/paygate/paygate/jobs"
+	"github.com/paygate/paygate/provider"
 	"github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/webhook"
 )
@@ -57,8 +58,15 @@ func TestSweepCommandArguments(t *testing.T) {
 	}
 	require.Zero(t, sim.RequestCount(), "nothing is listed for a refused window")
 
-	t.Setenv("PAYGATE_STRIPE_API_KEY", "")
+	t.Setenv("PAYGATE_STRIPE_API_KEY", "sk_test_not_the_key")
+	start := time.Now()
 	_, _, err := runSweep(t, "--since", time.Now().Add(-time.Hour).Format(time.RFC3339))
+	require.ErrorIs(t, err, provider.ErrAPIRefused, "a key Stripe refuses stops the command")
+	require.ErrorContains(t, err, "Invalid API Key")
+	require.Less(t, time.Since(start), 30*time.Second)
+
+	t.Setenv("PAYGATE_STRIPE_API_KEY", "")
+	_, _, err = runSweep(t, "--since", time.Now().Add(-time.Hour).Format(time.RFC3339))
 	require.ErrorIs(t, err, stripe.ErrNoAPIKey)
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	stripego "github.com/stripe/stripe-go/v79"
@@ -25,7 +26,9 @@ func (s *API) Retention() time.Duration { return EventRetention }
 // created[gte] and created[lt] from the query, starting_after its cursor,
 // the client's page size (100 unless configured). Stripe lists newest
 // first. Retries are the client's (see NewAPI): network failures and 5xx
-// after stripe-go's backoff, a rate-limited 429 waited out the same way.
+// after stripe-go's backoff, a rate-limited 429 waited out the same way. A
+// key Stripe refuses (401) or that may not read events (403) is an
+// ErrAPIRefused, as a bad request (400, 404) is.
 //
 // Each item is decoded with DecodeListedEvent from the bytes the page
 // carried. Stripe renders a listed event in the API version of the account
@@ -40,6 +43,12 @@ func (s *API) ListEvents(ctx context.Context, q provider.EventQuery) (provider.E
 	}
 	it := s.api.Events.List(params)
 	if err := it.Err(); err != nil {
+		var se *stripego.Error
+		if errors.As(err, &se) && (se.HTTPStatusCode == http.StatusUnauthorized || se.HTTPStatusCode == http.StatusForbidden) {
+			// A key Stripe refuses, or one not allowed to read events,
+			// lists nothing until it is changed.
+			return provider.EventPage{}, fmt.Errorf("%w: %w: list events: %w", provider.ErrAPI, provider.ErrAPIRefused, err)
+		}
 		return provider.EventPage{}, providerErr("list events", err)
 	}
 	l := it.EventList()

@@ -91,4 +91,8 @@ func TestListEventsPages(t *testing.T) {
 	require.NotErrorIs(t, err, provider.ErrAPIRefused)
 	_, err = api.ListEvents(context.Background(), provider.EventQuery{From: from, To: to, After: "evt_none"})
 	require.ErrorIs(t, err, provider.ErrAPIRefused)
+	wrongKey, err := striperef.NewAPI(striperef.APIConfig{APIKey: "sk_test_wrong", URL: srv.URL, MaxNetworkRetries: stripe.Int64(0)})
+	require.NoError(t, err)
+	_, err = wrongKey.ListEvents(context.Background(), provider.EventQuery{From: from, To: to})
+	require.ErrorIs(t, err, provider.ErrAPIRefused, "a key Stripe refuses lists nothing until changed")
 }
