@@ -50,9 +50,9 @@ func TestGeneratedClientIsCurrent(t *testing.T) {
 	require.True(t, bytes.Equal(fresh, committed),
 		"api/client/client.gen.go is not what oapi-codegen v2.8.2 makes of api/openapi.json: run go generate ./api/client")
 
-	// go generate, the README's command and scripts/tools.sh name one version.
+	// go generate, docs/api.md's command and scripts/tools.sh name one version.
 	tool := "github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v2.8.2"
-	for _, f := range []string{filepath.Join("client", "doc.go"), filepath.Join("..", "README.md")} {
+	for _, f := range []string{filepath.Join("client", "doc.go"), filepath.Join("..", "docs", "api.md")} {
 		text, err := os.ReadFile(f)
 		require.NoError(t, err)
 		require.Contains(t, string(text), tool, f)

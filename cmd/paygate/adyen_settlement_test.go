@@ -44,7 +44,7 @@ func TestAdyenReportConfig(t *testing.T) {
 }
 
 // TestServeReconcilesAdyenBatch: the real binary, configured from the
-// environment as the README says, books an Adyen payment from its
+// environment as docs/providers.md says, books an Adyen payment from its
 // webhooks, downloads the settlement report REPORT_AVAILABLE announces
 // from the allowed host with the report user, and lists the batch's run
 // beside Stripe's.
@@ -108,15 +108,15 @@ func TestServeReconcilesAdyenBatch(t *testing.T) {
 	require.Equal(t, 1, r.Summary["fee_posted"])
 	require.Equal(t, 1, sim.ReportDownloads(report.FileName))
 
-	// The README's example, as written, against this server.
-	script := readmeBlock(t, "runs?provider=adyen")
+	// docs/finance.md's example, as written, against this server.
+	script := docBlock(t, "docs/finance.md", "runs?provider=adyen")
 	script = strings.ReplaceAll(script, "127.0.0.1:8080", srv.addr)
 	script = strings.ReplaceAll(script, "dev-finance-token", testFinance)
 	script = strings.ReplaceAll(script, "bin/paygate ", paygateBinary(t)+" ")
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "README example:\n%s", out)
+	require.NoError(t, err, "docs/finance.md's example:\n%s", out)
 	require.Contains(t, string(out), `"provider": "adyen"`)
 	require.Contains(t, string(out), `"batch": 31`)
 	require.Contains(t, string(out), `"status": "running"`, "the re-run requested")

@@ -85,16 +85,16 @@ func TestLedgerExportInParts(t *testing.T) {
 	require.ErrorContains(t, err, "the export has 2 part(s), so no part 3")
 }
 
-// TestReadmeBooksCurrencyExample: the README's worked example of exports
+// TestReadmeBooksCurrencyExample: docs/finance.md's worked example of exports
 // in one base currency is what paygate exports of the day `paygate demo`
 // sends: the day's QuickBooks journal in dollars as written (its date put
 // in), the count of movements left out as written, and the mugs' lines
 // by transaction as written (ids aside).
 func TestReadmeBooksCurrencyExample(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	guide, err := os.ReadFile("../../docs/finance.md")
 	require.NoError(t, err)
-	section := string(readme)
+	section := string(guide)
 	start := strings.Index(section, "### Exports in one base currency")
 	require.GreaterOrEqual(t, start, 0)
 	section = section[start:]
@@ -126,7 +126,7 @@ func TestReadmeBooksCurrencyExample(t *testing.T) {
 		return res, string(body)
 	}
 	res, body := export("format=quickbooks")
-	require.Equal(t, dated.Replace(blocks[0][1]), body, "the README's day in dollars")
+	require.Equal(t, dated.Replace(blocks[0][1]), body, "docs/finance.md's day in dollars")
 	require.Equal(t, unconverted[1], res.Header.Get("Paygate-Unconverted-Movements"))
 	_, body = export("format=quickbooks&granularity=transaction")
 	for _, line := range strings.Split(strings.TrimSpace(blocks[1][1]), "\n") {

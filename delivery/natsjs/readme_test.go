@@ -15,7 +15,7 @@ import (
 	"github.com/paygate/paygate/delivery/natsjs"
 )
 
-// TestReadmeConsumer builds the README's JetStream consumer as written
+// TestReadmeConsumer builds docs/downstream.md's JetStream consumer as written
 // (only the server's address put in for the test's), runs it, publishes
 // messages, and reads each one from its output, with its id.
 func TestReadmeConsumer(t *testing.T) {
@@ -24,15 +24,15 @@ func TestReadmeConsumer(t *testing.T) {
 	p := b.publisher(t)
 	require.NoError(t, p.EnsureStream(t.Context()))
 
-	readme, err := os.ReadFile("../../README.md")
+	guide, err := os.ReadFile("../../docs/downstream.md")
 	require.NoError(t, err)
 	var src string
-	for _, m := range regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
+	for _, m := range regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(guide), -1) {
 		if strings.Contains(m[1], "jetstream.New(") {
 			src = m[1]
 		}
 	}
-	require.NotEmpty(t, src, "README has the JetStream consumer")
+	require.NotEmpty(t, src, "docs/downstream.md has the JetStream consumer")
 	require.Contains(t, src, "nats://127.0.0.1:4222")
 	src = strings.ReplaceAll(src, "nats://127.0.0.1:4222", b.nats.url())
 
@@ -44,7 +44,7 @@ func TestReadmeConsumer(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "printer.go"), []byte(src), 0o600))
 	bin := filepath.Join(t.TempDir(), "printer")
 	out, err := exec.Command("go", "build", "-o", bin, filepath.Join(dir, "printer.go")).CombinedOutput()
-	require.NoError(t, err, "the README's consumer builds:\n%s", out)
+	require.NoError(t, err, "docs/downstream.md's consumer builds:\n%s", out)
 
 	consumer := exec.Command(bin)
 	stdout, err := consumer.StdoutPipe()
