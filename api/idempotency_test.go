@@ -33,7 +33,7 @@ func requireIdempotencyProblem(t *testing.T, rec *httptest.ResponseRecorder, sta
 	var p api.Problem
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &p))
 	require.Equal(t, status, p.Status)
-	require.Equal(t, "https://github.com/paygate/paygate/blob/main/README.md#idempotency", p.Type)
+	require.Equal(t, "https://github.com/paygate/paygate/blob/main/docs/api.md#idempotency", p.Type)
 	require.NotEmpty(t, p.Title)
 	require.NotEmpty(t, p.Detail)
 	require.Empty(t, rec.Header().Get(api.HeaderIdempotentReplayed))

@@ -26,8 +26,32 @@ type Problem struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// docs is where each problem type is explained.
-const docs = "https://github.com/paygate/paygate/blob/main/README.md"
+// docs is where the guides are published: each problem type is the
+// section of a guide that explains it.
+const docs = "https://github.com/paygate/paygate/blob/main/"
+
+// problemGuides names the guide whose section of that slug explains a
+// problem type (TestProblemTypesAreGuideSections holds each to a heading).
+var problemGuides = map[string]string{
+	"webhooks":                  "docs/providers.md",
+	"configuration":             "docs/configuration.md",
+	"http-api":                  "docs/api.md",
+	"authentication":            "docs/api.md",
+	"idempotency":               "docs/api.md",
+	"endpoints":                 "docs/downstream.md",
+	"messages":                  "docs/downstream.md",
+	"operations":                "docs/operations.md",
+	"poison-queue":              "docs/operations.md",
+	"refunds":                   "docs/operations.md",
+	"refund-exceeds-refundable": "docs/operations.md",
+	"double-charges":            "docs/operations.md",
+	"reconciliation":            "docs/finance.md",
+	"exceptions":                "docs/finance.md",
+	"books":                     "docs/finance.md",
+}
+
+// typeURI is the problem type explained in the guides' section slug.
+func typeURI(slug string) string { return docs + problemGuides[slug] + "#" + slug }
 
 // Sentinel errors of the API itself.
 var (
@@ -40,7 +64,7 @@ var (
 
 // problemType is one row of the error → status table: an error matching
 // any of errs (errors.Is, so wrapped too) answers status with the problem
-// type docs#slug and title. The detail is the error's text, unless the row
+// type typeURI(slug) and title. The detail is the error's text, unless the row
 // fixes one: there the text would say what only the logs should (a
 // database's message) or less than the client needs.
 type problemType struct {
@@ -146,7 +170,7 @@ func problemFor(err error) Problem {
 	for _, row := range problemTable {
 		for _, target := range row.errs {
 			if errors.Is(err, target) {
-				p := Problem{Type: docs + "#" + row.slug, Title: row.title, Status: row.status, Detail: row.detail}
+				p := Problem{Type: typeURI(row.slug), Title: row.title, Status: row.status, Detail: row.detail}
 				if p.Detail == "" {
 					p.Detail = err.Error()
 				}

@@ -102,7 +102,7 @@ func TestProblemTable(t *testing.T) {
 		wrapped := fmt.Errorf("doing something: %w", tc.err)
 		twice := fmt.Errorf("outer: %w", fmt.Errorf("inner %d: %w", 7, tc.err))
 		for _, err := range []error{tc.err, wrapped, twice} {
-			want := Problem{Type: docs + "#" + tc.slug, Title: tc.title, Status: tc.status, Detail: tc.detail}
+			want := Problem{Type: typeURI(tc.slug), Title: tc.title, Status: tc.status, Detail: tc.detail}
 			if want.Detail == "" {
 				want.Detail = err.Error()
 			}
@@ -132,9 +132,9 @@ func TestProblemWithDetail(t *testing.T) {
 	t.Parallel()
 	err := withDetail(reconcile.ErrRunNotFound, `no reconciliation run has id "x"`)
 	require.ErrorIs(t, err, reconcile.ErrRunNotFound)
-	require.Equal(t, Problem{Type: docs + "#reconciliation", Title: "Not found", Status: 404,
+	require.Equal(t, Problem{Type: typeURI("reconciliation"), Title: "Not found", Status: 404,
 		Detail: `no reconciliation run has id "x"`}, problemFor(err))
-	require.Equal(t, Problem{Type: docs + "#operations", Title: "Not ready", Status: 503, Detail: "database unreachable"},
+	require.Equal(t, Problem{Type: typeURI("operations"), Title: "Not ready", Status: 503, Detail: "database unreachable"},
 		problemFor(withDetail(ErrNotReady, "database unreachable")))
 }
 
@@ -194,7 +194,7 @@ func TestProblemRendering(t *testing.T) {
 	for _, rec := range []*httptest.ResponseRecorder{viaHandler, inline} {
 		require.Equal(t, http.StatusServiceUnavailable, rec.Code)
 		require.Equal(t, "application/problem+json", rec.Header().Get(echo.HeaderContentType))
-		require.JSONEq(t, `{"type":"`+docs+`#operations","title":"Not ready","status":503,"detail":"database unreachable"}`, rec.Body.String())
+		require.JSONEq(t, `{"type":"`+docs+`docs/operations.md#operations","title":"Not ready","status":503,"detail":"database unreachable"}`, rec.Body.String())
 	}
 	require.Equal(t, "5", viaHandler.Header().Get("Retry-After"))
 	require.Empty(t, inline.Header().Get("Retry-After"))

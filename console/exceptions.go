@@ -111,7 +111,7 @@ func (c *Console) resolveItem(ec echo.Context) error {
 	return ec.Redirect(http.StatusSeeOther, back)
 }
 
-// problemSlug is the part of a problem's type after the README's "#": which
+// problemSlug is the part of a problem's type after the guide's "#": which
 // of the API's problems it is.
 func problemSlug(a answer) string {
 	var p struct {

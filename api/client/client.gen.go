@@ -1418,7 +1418,7 @@ type Problem struct {
 	Status int     `json:"status"`
 	Title  string  `json:"title"`
 
-	// Type link to the README section that explains the problem, or about:blank
+	// Type link to the section of a guide (docs/) that explains the problem, or about:blank
 	Type string `json:"type"`
 }
 
@@ -2065,7 +2065,7 @@ type ListEndpointsParams struct {
 
 // CreateEndpointParams defines parameters for CreateEndpoint.
 type CreateEndpointParams struct {
-	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
+	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/docs/api.md#idempotency
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
@@ -2083,13 +2083,13 @@ type ListDeliveriesParams struct {
 
 // RecoverEndpointParams defines parameters for RecoverEndpoint.
 type RecoverEndpointParams struct {
-	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
+	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/docs/api.md#idempotency
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
 // RotateEndpointSecretParams defines parameters for RotateEndpointSecret.
 type RotateEndpointSecretParams struct {
-	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
+	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/docs/api.md#idempotency
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
@@ -2156,7 +2156,7 @@ type GetLedgerJournalParamsGranularity string
 
 // CloseLedgerPeriodParams defines parameters for CloseLedgerPeriod.
 type CloseLedgerPeriodParams struct {
-	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
+	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/docs/api.md#idempotency
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
@@ -2180,7 +2180,7 @@ type GetTrialBalanceParams struct {
 
 // ResendMessageParams defines parameters for ResendMessage.
 type ResendMessageParams struct {
-	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
+	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/docs/api.md#idempotency
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
@@ -2213,19 +2213,19 @@ type ListDoubleChargesParams struct {
 
 // DismissDoubleChargeParams defines parameters for DismissDoubleCharge.
 type DismissDoubleChargeParams struct {
-	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
+	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/docs/api.md#idempotency
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
 // DiscardEventParams defines parameters for DiscardEvent.
 type DiscardEventParams struct {
-	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
+	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/docs/api.md#idempotency
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
 // ReplayEventParams defines parameters for ReplayEvent.
 type ReplayEventParams struct {
-	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
+	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/docs/api.md#idempotency
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
@@ -2252,7 +2252,7 @@ type ListPoisonEventsParams struct {
 
 // ReplayEventsParams defines parameters for ReplayEvents.
 type ReplayEventsParams struct {
-	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
+	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/docs/api.md#idempotency
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
@@ -2282,13 +2282,13 @@ type ListPaymentsParams struct {
 
 // CreateRefundParams defines parameters for CreateRefund.
 type CreateRefundParams struct {
-	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
+	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/docs/api.md#idempotency
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
 // ResolveReconciliationItemParams defines parameters for ResolveReconciliationItem.
 type ResolveReconciliationItemParams struct {
-	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
+	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/docs/api.md#idempotency
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
@@ -2312,7 +2312,7 @@ type ListReconciliationRunsParams struct {
 
 // CreateReconciliationRunParams defines parameters for CreateReconciliationRun.
 type CreateReconciliationRunParams struct {
-	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/README.md#idempotency
+	// IdempotencyKey draft-ietf-httpapi-idempotency-key-header: a key of 1 to 255 printable ASCII characters, as a quoted sf-string ("abc") or bare (abc). Scoped to the caller's token across all routes; kept 24 hours. See https://github.com/paygate/paygate/blob/main/docs/api.md#idempotency
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
