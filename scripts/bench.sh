@@ -335,7 +335,7 @@ if [[ "${BENCH_SCALEOUT:-1}" != 0 ]]; then
     say "scale-out: $n instance(s) behind the proxy"
     # paygate serve opens a pool of up to 40 connections; instances sharing
     # the server split its max_connections (less ten for everyone else),
-    # through pool_max_conns in their URL, as the README says to.
+    # through pool_max_conns in their URL, as docs/configuration.md says to.
     pool=$(( (maxconns - 10) / n ))
     (( pool > 40 )) && pool=40
     say "scale-out: $n instance(s) of $pool connections each"

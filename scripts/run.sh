@@ -4,8 +4,8 @@
 # from the environment.
 #
 # Migrations run as the database's owner; serve runs as paygate_app, the
-# least-privileged role `paygate migrate` creates (README, "Database
-# roles"): the local servers db.sh finds or starts trust local connections,
+# least-privileged role `paygate migrate` creates (docs/operations.md,
+# "Database roles"): the local servers db.sh finds or starts trust local connections,
 # so it logs in without a password. A DATABASE_URL of your own is used as
 # given for both.
 set -euo pipefail
@@ -59,7 +59,7 @@ paygate (development) on http://$PAYGATE_ADDR
   database        $(sed -E 's#//([^:@]*)(:[^@]*)?@#//\1@#' <<<"$DATABASE_URL")
   webhook secret  $secret   (Stripe)
   Adyen HMAC key  ${PAYGATE_ADYEN_HMAC_KEYS%%,*}   Basic auth ${PAYGATE_ADYEN_BASIC_AUTH:-none}
-  Standard Webhooks sources  ${PAYGATE_STANDARD_WEBHOOK_SOURCES%%=*}   (README, "Standard Webhooks")
+  Standard Webhooks sources  ${PAYGATE_STANDARD_WEBHOOK_SOURCES%%=*}   (docs/providers.md, "Standard Webhooks")
   ops token       $ops      finance token  ${PAYGATE_FINANCE_TOKENS%%,*}
 $demo
 Send a signed test event (paste into another shell):
@@ -69,7 +69,7 @@ Send a signed test event (paste into another shell):
   curl -s -X POST http://$PAYGATE_ADDR/webhooks/stripe -H "Stripe-Signature: t=\$t,v1=\$sig" -H 'Content-Type: application/json' --data-raw "\$payload"; echo
   curl -s -H 'Authorization: Bearer $ops' http://$PAYGATE_ADDR/v1/ops/stats
 
-Receive messages at a local endpoint (README, "Downstream"; its consumer.go listens on :9000):
+Receive messages at a local endpoint (docs/downstream.md; its consumer.go listens on :9000):
 
   curl -s -X POST http://$PAYGATE_ADDR/v1/endpoints -H 'Authorization: Bearer $ops' -H "Idempotency-Key: endpoint-\$RANDOM" \
     -H 'Content-Type: application/json' -d '{"url":"http://127.0.0.1:9000/paygate","event_types":["*"]}'

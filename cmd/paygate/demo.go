@@ -225,7 +225,7 @@ func (d *demoRun) run(ctx context.Context, day time.Time, endpoint bool) error {
 	if d.endpointID != "" {
 		d.say("  deliveries      %s/console/endpoints/%s", d.gateway, d.endpointID)
 	}
-	d.say("The README's \"Console tour\" walks through them.")
+	d.say("The README's \"Console tour\" walks through them (step by step: docs/operations.md).")
 	if len(d.problems) > 0 {
 		return fmt.Errorf("demo: %s", strings.Join(d.problems, "; "))
 	}

@@ -19,10 +19,10 @@ import (
 )
 
 // screenshotsEnv names the directory the console tour saves its pages to
-// (docs/console for the README's pictures); unset, none is saved.
+// (docs/console for the console tour's pictures); unset, none is saved.
 const screenshotsEnv = "PAYGATE_TOUR_SCREENSHOTS"
 
-// startChromium starts Debian's Chromium headless at a width the README's
+// startChromium starts Debian's Chromium headless at a width the tour's
 // pictures read well at. A failed test leaves a screenshot under tmp/.
 func startChromium(t *testing.T) context.Context {
 	t.Helper()
@@ -84,10 +84,11 @@ func js[T any](t *testing.T, ctx context.Context, expr string) T {
 	return v
 }
 
-// consoleTour walks the README's "Console tour" after one `paygate demo`
-// (whose output is demoOut) on a fresh make run, and checks that each page
-// shows what the README says it shows. With PAYGATE_TOUR_SCREENSHOTS set
-// (docs/console, from the module root) it saves the README's pictures.
+// consoleTour walks the "Console tour" (the README's, and step by step
+// docs/operations.md's) after one `paygate demo` (whose output is
+// demoOut) on a fresh make run, and checks that each page
+// shows what the tour says it shows. With PAYGATE_TOUR_SCREENSHOTS set
+// (docs/console, from the module root) it saves the tour's pictures.
 func consoleTour(t *testing.T, m *makeRun, demoOut string) {
 	ctx := startChromium(t)
 	base := "http://" + m.srv.addr

@@ -173,8 +173,8 @@ func exceptions(summary map[string]int) map[string]int {
 // refunds go through paygate's saga and settle, its dispute is recorded,
 // its endpoint gets every message, and a reconciliation of the day, and
 // of today (the refunds), has only matched and fee items. A second run
-// adds new payments and stays clean. Then the README's console tour is
-// checked in Chromium, item by item.
+// adds new payments and stays clean. Then the console tour (the README's,
+// step by step in docs/operations.md) is checked in Chromium, item by item.
 func TestDemoOnMakeRun(t *testing.T) {
 	t.Parallel()
 	// The day paygate reconciles at start is the one its schedule's last

@@ -213,7 +213,7 @@ func checkRole(ctx context.Context, d *doctor, pool *pgxpool.Pool) {
 		return
 	}
 	advice := fmt.Sprintf("run `paygate migrate` as the owner, and serve as %s: DATABASE_URL=postgres://%s@…/… "+
-		"(README, Database roles)", migrations.AppRole, migrations.AppRole)
+		"(docs/operations.md, Database roles)", migrations.AppRole, migrations.AppRole)
 	switch {
 	case super:
 		d.say(vWarn, "role", fmt.Sprintf("connected as %s, a superuser: serve could switch the ledger's append-only "+

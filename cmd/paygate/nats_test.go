@@ -50,7 +50,7 @@ func (n *jetStream) start() {
 	srv, err := natsserver.NewServer(&natsserver.Options{
 		Host: "127.0.0.1", Port: n.port, JetStream: true, StoreDir: n.dir,
 		NoLog: true, NoSigs: true, ServerName: "paygate-e2e",
-		SyncAlways: true, // as the README asks of a single server
+		SyncAlways: true, // as docs/downstream.md asks of a single server
 	})
 	require.NoError(n.t, err)
 	go srv.Start()

@@ -34,7 +34,7 @@ func asAppRole(t *testing.T, dbURL string) string {
 	conn, err := pgx.Connect(ctx, u.String())
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "28P01" {
-		t.Fatalf("the test server wants a password for paygate_app: allow it trust authentication from 127.0.0.1 (README, Database roles): %v", err)
+		t.Fatalf("the test server wants a password for paygate_app: allow it trust authentication from 127.0.0.1 (docs/operations.md, Database roles): %v", err)
 	}
 	require.NoError(t, err, "log in as paygate_app")
 	require.NoError(t, conn.Close(ctx))

@@ -56,7 +56,7 @@ func (n *natsServer) start(t testing.TB) {
 	srv, err := server.NewServer(&server.Options{
 		Host: "127.0.0.1", Port: n.port, JetStream: true, StoreDir: n.dir,
 		NoLog: true, NoSigs: true, ServerName: "paygate-test",
-		// As the README asks of a single server: a message acknowledged is
+		// As docs/downstream.md asks of a single server: a message acknowledged is
 		// on disk. Without it, a restart loses the last ones acknowledged
 		// (TestServerRestartMidStream lost 3 of 480 in 2 of 12 runs).
 		SyncAlways: true,
