@@ -458,13 +458,13 @@ func TestFailoverAsynchronousStandby(t *testing.T) {
 	sort.Strings(lost)
 	require.NotEmpty(t, lost, "events acknowledged while the standby received nothing are lost with the primary")
 
-	rep := f.report("failover, asynchronous standby", outcomes)
-	require.Zero(t, rep.Duplicated, "nothing applied twice")
-	require.Zero(t, rep.Unexpected)
-	require.Zero(t, rep.Unbalanced)
-	require.Positive(t, rep.Lost)
-	for answer := range rep.Answers {
-		require.Contains(t, []string{"2xx", "503"}, answer, "the sender got only 2xx and 503: %v", rep.Answers)
+	// The books before the sweep are not compared with the model: a
+	// payment whose every event was lost is not there at all.
+	sent := &reliability.Report{Answers: map[string]int{}}
+	sent.Tally(outcomes)
+	require.Zero(t, sent.Duplicated, "no event answered new twice")
+	for answer := range sent.Answers {
+		require.Contains(t, []string{"2xx", "503"}, answer, "the sender got only 2xx and 503: %v", sent.Answers)
 	}
 	t.Logf("%d of %d acknowledged events lost with the primary: each acknowledged between the standby's last WAL and the crash (%s apart)",
 		len(lost), len(ackedAt), crashed.Sub(stopping).Round(time.Millisecond))
@@ -481,7 +481,7 @@ func TestFailoverAsynchronousStandby(t *testing.T) {
 	applied, err := reliability.WaitSettled(t.Context(), f.admin, 2*time.Minute, reliabilityIDs(f.w.Waves[0]))
 	require.NoError(t, err, "%s", f.tail())
 	t.Logf("the sweep took %s, its events were applied %s later", time.Since(swept).Round(time.Millisecond)-applied.Round(time.Millisecond), applied.Round(time.Millisecond))
-	rep = f.report("failover, asynchronous standby, swept", outcomes)
+	rep := f.report("failover, asynchronous standby, swept", outcomes)
 	require.Zero(t, rep.Lost, "the sweep brought back every lost event")
 	// The model never sweeps: the one effect it lacks is ops' one
 	// missed_events email of the sweep that found events.
