@@ -46,34 +46,10 @@ func StartCluster(t testing.TB) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.MkdirTemp("", clusterPrefix)
+	c, err := newCluster(t, bin, "private cluster", "initdb")
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Root: root, bin: bin}
-	if err := os.WriteFile(filepath.Join(root, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		return nil, err
-	}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			os.RemoveAll(root)
-			return nil, fmt.Errorf("running as root needs a postgres user for initdb: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(root, uid, gid); err != nil {
-			os.RemoveAll(root)
-			return nil, err
-		}
-	}
-	t.Cleanup(func() {
-		if err := c.Stop("fast"); err != nil {
-			t.Logf("stop private cluster: %v", err)
-			_ = c.Stop("immediate")
-		}
-		os.RemoveAll(root)
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if out, err := c.pg(ctx, "initdb", "-D", c.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "-N").CombinedOutput(); err != nil {
@@ -215,4 +191,40 @@ func pgBinDir() (string, error) {
 		}
 	}
 	return "", ErrNoPostgresTools
+}
+
+// newCluster makes the empty root of a cluster run by bin's programs:
+// owned by the postgres user when the test runs as root (what, e.g.
+// initdb, refuses root), marked with this process's pid for SweepClusters,
+// and stopped and removed at the end of t. name says what it is in logs.
+func newCluster(t testing.TB, bin, name, what string) (*Cluster, error) {
+	root, err := os.MkdirTemp("", clusterPrefix)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Root: root, bin: bin}
+	if err := os.WriteFile(filepath.Join(root, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return nil, err
+	}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			os.RemoveAll(root)
+			return nil, fmt.Errorf("running as root needs a postgres user for %s: %w", what, err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(root, uid, gid); err != nil {
+			os.RemoveAll(root)
+			return nil, err
+		}
+	}
+	t.Cleanup(func() {
+		if err := c.Stop("fast"); err != nil {
+			t.Logf("stop %s: %v", name, err)
+			_ = c.Stop("immediate")
+		}
+		os.RemoveAll(root)
+	})
+	return c, nil
 }

@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/user"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -52,34 +48,10 @@ func StartPair(t testing.TB, opts PairOpts) (*Pair, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.MkdirTemp("", clusterPrefix)
+	standby, err := newCluster(t, primary.bin, "private standby", "pg_basebackup")
 	if err != nil {
 		return nil, err
 	}
-	standby := &Cluster{Root: root, bin: primary.bin}
-	if err := os.WriteFile(filepath.Join(root, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		return nil, err
-	}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			os.RemoveAll(root)
-			return nil, fmt.Errorf("running as root needs a postgres user for pg_basebackup: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(root, uid, gid); err != nil {
-			os.RemoveAll(root)
-			return nil, err
-		}
-	}
-	t.Cleanup(func() {
-		if err := standby.Stop("fast"); err != nil {
-			t.Logf("stop private standby: %v", err)
-			_ = standby.Stop("immediate")
-		}
-		os.RemoveAll(root)
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// -R writes standby.signal and primary_conninfo, which keeps the
