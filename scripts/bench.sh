@@ -7,7 +7,8 @@
 #      tmp/bench/ (bin/ is left alone);
 #   2. drops, recreates and migrates the database paygate_bench on the server
 #      scripts/db.sh finds (never $DATABASE_URL's database), unless
-#      BENCH_DATABASE_KEEP=1; and paygate_bench_pgbench, migrated the same
+#      BENCH_DATABASE_KEEP=1; and paygate_bench_pgbench (the database's
+#      name then _pgbench), migrated the same
 #      way, for the pgbench anchors (dropped at the end);
 #   3. anchors: pgbench of the one-event transaction on paygate's and
 #      River's tables (scripts/bench_naive_ingest.sql), of the bare
@@ -64,6 +65,9 @@
 #                                 (tmp/bench/cpu.pprof; with an endpoint
 #                                 attached, tmp/bench/cpu-endpoint.pprof)
 #   BENCH_INGEST=tx               paygate built with one transaction per event
+#   BENCH_PAYGATE=path            measures that paygate binary (an earlier
+#                                 commit's build) with this tree's loadgen and
+#                                 events: a before/after pair on the same load
 #   BENCH_PGSS=1                  runs on the private cluster (scripts/db.sh,
 #                                 PAYGATE_PRIVATE_PG=1) with pg_stat_statements
 #                                 loaded (track = all): each measured level
@@ -102,11 +106,17 @@ token=bench-ops-token
 say "building"
 ldflags=""
 [[ "${BENCH_INGEST:-batch}" == tx ]] && ldflags="-X main.ingestMode=tx"
-go build -ldflags "$ldflags" -o "$out/paygate" ./cmd/paygate
+if [[ -n "${BENCH_PAYGATE:-}" ]]; then
+  # An earlier build measured with this tree's load: the same events sent
+  # to both, so that a before/after pair differs only in paygate.
+  cp "$BENCH_PAYGATE" "$out/paygate"
+else
+  go build -ldflags "$ldflags" -o "$out/paygate" ./cmd/paygate
+fi
 go build -o "$out/loadgen" ./cmd/loadgen
 
 db=${BENCH_DATABASE:-paygate_bench}
-anchor=paygate_bench_pgbench
+anchor=${db}_pgbench
 url=$(DATABASE_URL='' scripts/db.sh "$db")
 admin=$(bench_admin_url "$url" "$db")
 if [[ "${BENCH_DATABASE_KEEP:-}" == 1 ]]; then
