@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paygate/paygate/migrations"
@@ -132,6 +133,7 @@ func openPool(ctx context.Context, cfg config, maxConns int32, tracer ...pgx.Que
 	// provider gets its 503 and retries, instead of a hung request.
 	pc.ConnConfig.RuntimeParams["statement_timeout"] = "60000"
 	pc.ConnConfig.RuntimeParams["application_name"] = "paygate"
+	pc.ConnConfig.OnPgError = dropReadOnly
 	for _, t := range tracer {
 		pc.ConnConfig.Tracer = t
 	}
@@ -140,6 +142,21 @@ func openPool(ctx context.Context, cfg config, maxConns int32, tracer ...pgx.Que
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	return pool, nil
+}
+
+// readOnlySQLTransaction is the SQLSTATE of a write, SELECT FOR UPDATE or
+// LISTEN sent to a server that takes no writes (a standby, or a primary
+// fenced with default_transaction_read_only).
+const readOnlySQLTransaction = "25006"
+
+// dropReadOnly closes a connection that answered an error the server
+// meant it to die of (FATAL, as pgx does by default) and one that landed
+// on a read-only server (SQLSTATE 25006): after a failover the old
+// primary, fenced or come back as a standby, keeps the connections opened
+// to it, and pgx would return them to the pool to fail every write again.
+// A new connection walks DATABASE_URL's hosts for the read-write one.
+func dropReadOnly(_ *pgconn.PgConn, e *pgconn.PgError) bool {
+	return !strings.EqualFold(e.Severity, "FATAL") && e.Code != readOnlySQLTransaction
 }
 
 // openMigratedPool is openPool for the commands that need the schema: it

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/internal/freeport"
@@ -292,4 +293,38 @@ func TestPoolSizeFromTheURL(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int32(12), pool.Config().MaxConns)
 	pool.Close()
+}
+
+// TestReadOnlyConnectionIsDropped: a connection that gets SQLSTATE 25006
+// (it landed on a server that takes no writes, as the old primary does
+// after a failover) is closed, not returned to the pool to fail the next
+// write again; the pool's next connection is a new one.
+func TestReadOnlyConnectionIsDropped(t *testing.T) {
+	t.Parallel()
+	_, dbURL := testdb.NewWithURL(t)
+	ctx := t.Context()
+	pool, err := openPool(ctx, config{DatabaseURL: dbURL}, 1)
+	require.NoError(t, err)
+	defer pool.Close()
+
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	var fenced uint32
+	require.NoError(t, conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&fenced))
+	// What a fenced primary or a standby answers every write with.
+	_, err = conn.Exec(ctx, "SET default_transaction_read_only = on")
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CREATE TABLE written (n int)")
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "25006", pgErr.Code)
+	conn.Release()
+
+	var pid uint32
+	var readOnly string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT pg_backend_pid(), current_setting('default_transaction_read_only')").Scan(&pid, &readOnly))
+	require.NotEqual(t, fenced, pid, "the read-only connection was reused")
+	require.Equal(t, "off", readOnly)
+	_, err = pool.Exec(ctx, "CREATE TABLE written (n int)")
+	require.NoError(t, err)
 }
