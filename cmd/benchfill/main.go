@@ -3,8 +3,13 @@
 // paygate when its tables hold a year of traffic (make bench-growth).
 //
 //	benchfill -database-url URL -events N [-fill-details] [-search N]
+//	benchfill -database-url URL -payments N [-search N]
 //
-// adds events until the database holds N (so 0 → 1 M → 10 M is two calls).
+// -events adds events until the database holds N (so 0 → 1 M → 10 M is two
+// calls). -payments fills the payments table only, until it holds N
+// payments: the rows the payment search reads, at a tenth of the disk a
+// fill of every table takes, for measuring the search where a full fill
+// would not fit.
 // -fill-details then takes the payments' details back to before paygate
 // kept them and times paygate's fill of them; -search times the payment
 // searches of the API and the console and shows their plans.
@@ -43,6 +48,7 @@ import (
 type options struct {
 	databaseURL    string
 	events         int64
+	payments       int64
 	samplePayments int
 	paidTwice      float64
 	chunk          int
@@ -60,9 +66,11 @@ func main() {
 	fs := flag.NewFlagSet("benchfill", flag.ExitOnError)
 	fs.StringVar(&o.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "the migrated paygate database to fill")
 	fs.Int64Var(&o.events, "events", 0, "events the database should hold when done")
+	fs.Int64Var(&o.payments, "payments", 0,
+		"instead of -events: fill the payments table only (what the payment search reads; no events, ledger or other tables) until it holds N payments")
 	fs.IntVar(&o.samplePayments, "sample-payments", 500, "payments applied for real on a scratch database, then copied")
 	fs.Float64Var(&o.paidTwice, "paid-twice", 0.01, "share of the orders paid twice (a double charge each, unless refunded)")
-	fs.IntVar(&o.chunk, "chunk", 20000, "events per COPY transaction")
+	fs.IntVar(&o.chunk, "chunk", 20000, "events (with -payments, payments) per COPY transaction")
 	fs.IntVar(&o.workers, "workers", 2, "transactions copying at once")
 	fs.DurationVar(&o.span, "span", 365*24*time.Hour, "how far back the events' received_at are spread")
 	fs.BoolVar(&o.vacuum, "vacuum", true, "VACUUM ANALYZE the filled tables and CHECKPOINT after filling")
@@ -72,8 +80,8 @@ func main() {
 	fs.IntVar(&o.search, "search", 0, "then time this many payment searches of each kind, and show their plans")
 	_ = fs.Parse(os.Args[1:])
 	o.log = os.Stderr
-	if o.databaseURL == "" || o.events < 0 || o.search < 0 {
-		fmt.Fprintln(os.Stderr, "usage: benchfill -database-url URL [-events N] [-fill-details] [-search N]")
+	if o.databaseURL == "" || o.events < 0 || o.payments < 0 || (o.events > 0 && o.payments > 0) || o.search < 0 {
+		fmt.Fprintln(os.Stderr, "usage: benchfill -database-url URL [-events N | -payments N] [-fill-details] [-search N]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -82,7 +90,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchfill:", err)
 		os.Exit(1)
 	}
-	if o.events > 0 || (o.search == 0 && !o.fillDetails) {
+	if o.events > 0 || o.payments > 0 || (o.search == 0 && !o.fillDetails) {
 		if _, err := fill(ctx, o); err != nil {
 			fail(err)
 		}
@@ -106,9 +114,15 @@ func main() {
 
 // result is what a fill did.
 type result struct {
-	Before, After int64 // events held before and after
+	Before, After int64 // events held before and after (payments, with -payments)
 	Bytes         int64 // the database's size after
 }
+
+// countEvents and countPayments count what a fill counts toward its target.
+const (
+	countEvents   = `SELECT coalesce(sum(n), 0)::bigint FROM inbox_status_counts`
+	countPayments = `SELECT count(*) FROM payments`
+)
 
 func fill(ctx context.Context, o options) (result, error) {
 	logf := func(format string, args ...any) { fmt.Fprintf(o.log, "benchfill: "+format+"\n", args...) }
@@ -126,14 +140,25 @@ func fill(ctx context.Context, o options) (result, error) {
 	}
 	defer pool.Close()
 
+	target, noun, per, count, tables := o.events, "events", "event", countEvents, fillTables
+	weight := func(u unit) int { return u.events }
+	if o.payments > 0 {
+		target, noun, per, count, tables = o.payments, "payments", "payment", countPayments, []string{"payments"}
+		weight = func(u unit) int { return u.payments }
+	}
 	var res result
-	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(n), 0)::bigint FROM inbox_status_counts`).Scan(&res.Before); err != nil {
-		return result{}, fmt.Errorf("count events (is the database migrated?): %w", err)
+	var heldEvents, heldPayments int64
+	if err := pool.QueryRow(ctx, `SELECT (`+countEvents+`), (`+countPayments+`)`).Scan(&heldEvents, &heldPayments); err != nil {
+		return result{}, fmt.Errorf("count events and payments (is the database migrated?): %w", err)
+	}
+	res.Before = heldEvents
+	if o.payments > 0 {
+		res.Before = heldPayments
 	}
 	res.After = res.Before
-	need := o.events - res.Before
+	need := target - res.Before
 	if need <= 0 {
-		logf("the database holds %d events, asked for %d: nothing to add", res.Before, o.events)
+		logf("the database holds %d %s, asked for %d: nothing to add", res.Before, noun, target)
 		res.Bytes, err = dbSize(ctx, pool)
 		return res, err
 	}
@@ -161,29 +186,39 @@ func fill(ctx context.Context, o options) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	var sampleEvents, sampleRows int
-	var reach time.Duration
+	var sampleEvents, samplePayments int
 	for _, u := range units {
 		sampleEvents += u.events
+		samplePayments += u.payments
+	}
+	orders := len(units)
+	if o.payments > 0 {
+		units = onlyPayments(units, shapes)
+	}
+	var sampleWeight, sampleRows int
+	var reach time.Duration
+	for _, u := range units {
+		sampleWeight += weight(u)
 		sampleRows += len(u.rows)
 		reach = max(reach, u.last.Sub(u.received))
 	}
-	perEvent := float64(sampleRows) / float64(sampleEvents)
-	logf("sample: %d payments, %d events, %.2f rows per event; adding %d events to the %d held",
-		len(units), sampleEvents, perEvent, need, res.Before)
+	logf("sample: %d orders, %d payments, %d events; %.2f rows copied per %s; adding %d %s to the %d held",
+		orders, samplePayments, sampleEvents, float64(sampleRows)/float64(sampleWeight), per, need, noun, res.Before)
 
-	// Each copy's stamp is unique across runs: a run starts at the number
-	// of events already held, and every copy holds at least one event.
-	firstStamp := res.Before
+	// Each copy's stamp is unique across runs, whether they filled every
+	// table or the payments only: a run starts at the larger of the events
+	// and the payments already held, and every copy holds at least one of
+	// what its run counts.
+	firstStamp := max(heldEvents, heldPayments)
 	var copies int64
 	for n := int64(0); n < need; copies++ {
-		n += int64(units[copies%int64(len(units))].events)
+		n += int64(weight(units[copies%int64(len(units))]))
 	}
 	end := time.Now().Add(-reach - time.Hour)
 	start := end.Add(-o.span)
 
 	type chunk struct{ from, to int64 } // copies [from, to)
-	perChunk := max(int64(float64(o.chunk)*float64(len(units))/float64(sampleEvents)), 1)
+	perChunk := max(int64(float64(o.chunk)*float64(len(units))/float64(sampleWeight)), 1)
 	chunks := make(chan chunk)
 	var added, rowsAdded atomic.Int64
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -215,8 +250,8 @@ func fill(ctx context.Context, o options) (result, error) {
 				if n > 0 {
 					eta = (time.Duration(float64(need-n)/(float64(n)/secs)) * time.Second).Truncate(time.Second).String()
 				}
-				logf("%d/%d events (%.0f%%), %.0f events/s, %.0f rows/s, ETA %s",
-					n, need, 100*float64(n)/float64(need), float64(n)/secs, float64(r)/secs, eta)
+				logf("%d/%d %s (%.0f%%), %.0f %s/s, %.0f rows/s, ETA %s",
+					n, need, noun, 100*float64(n)/float64(need), float64(n)/secs, noun, float64(r)/secs, eta)
 			}
 		}
 	}()
@@ -225,14 +260,18 @@ func fill(ctx context.Context, o options) (result, error) {
 	for range o.workers {
 		wg.Go(func() {
 			for c := range chunks {
-				ev, rs, err := copyChunk(ctx, pool, shapes, units, c.from, c.to, func(i int64) (int64, time.Time) {
+				rs, err := copyChunk(ctx, pool, shapes, units, c.from, c.to, func(i int64) (int64, time.Time) {
 					return firstStamp + i, start.Add(time.Duration(float64(o.span) * float64(i) / float64(copies)))
 				})
 				if err != nil {
 					cancel(err)
 					return
 				}
-				added.Add(ev)
+				var n int64
+				for i := c.from; i < c.to; i++ {
+					n += int64(weight(units[i%int64(len(units))]))
+				}
+				added.Add(n)
 				rowsAdded.Add(rs)
 			}
 		})
@@ -243,13 +282,14 @@ func fill(ctx context.Context, o options) (result, error) {
 		return res, err
 	}
 	secs := time.Since(began).Seconds()
-	logf("added %d events (%d rows) in %.0fs: %.0f events/s", added.Load(), rowsAdded.Load(), secs, float64(added.Load())/secs)
-	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(n), 0)::bigint FROM inbox_status_counts`).Scan(&res.After); err != nil {
-		return res, fmt.Errorf("count events: %w", err)
+	logf("added %d %s (%d rows) in %.0fs: %.0f %s/s", added.Load(), noun, rowsAdded.Load(), secs,
+		float64(added.Load())/secs, noun)
+	if err := pool.QueryRow(ctx, count).Scan(&res.After); err != nil {
+		return res, fmt.Errorf("count %s: %w", noun, err)
 	}
 
 	if o.vacuum {
-		for _, t := range fillTables {
+		for _, t := range tables {
 			began := time.Now()
 			if _, err := pool.Exec(ctx, "VACUUM (ANALYZE) "+pgx.Identifier{t}.Sanitize()); err != nil {
 				return res, fmt.Errorf("vacuum %s: %w", t, err)
@@ -264,7 +304,7 @@ func fill(ctx context.Context, o options) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	logf("the database holds %d events; its size is %.1f GiB", res.After, float64(res.Bytes)/(1<<30))
+	logf("the database holds %d %s; its size is %.1f GiB", res.After, noun, float64(res.Bytes)/(1<<30))
 	return res, nil
 }
 
@@ -310,10 +350,10 @@ func checkSampleTables(ctx context.Context, sample *pgxpool.Pool) error {
 }
 
 // copyChunk writes copies [from, to) of the sample's units in one
-// transaction, one COPY per table. at gives a copy's stamp and the time its
-// first event is received.
+// transaction, one COPY per table, and returns the rows written. at gives a
+// copy's stamp and the time its first event is received.
 func copyChunk(ctx context.Context, pool *pgxpool.Pool, shapes []tableShape, units []unit, from, to int64,
-	at func(i int64) (int64, time.Time)) (events, rows int64, err error) {
+	at func(i int64) (int64, time.Time)) (rows int64, err error) {
 	perTable := make([][][]any, len(shapes))
 	var txns int
 	for i := from; i < to; i++ {
@@ -351,7 +391,6 @@ func copyChunk(ctx context.Context, pool *pgxpool.Pool, shapes []tableShape, uni
 				}
 				perTable[r.table] = append(perTable[r.table], out)
 			}
-			events += int64(u.events)
 		}
 		for ti, s := range shapes {
 			if len(perTable[ti]) == 0 {
@@ -366,7 +405,7 @@ func copyChunk(ctx context.Context, pool *pgxpool.Pool, shapes []tableShape, uni
 		return nil
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	return events, rows, nil
+	return rows, nil
 }

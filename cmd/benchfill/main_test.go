@@ -176,6 +176,98 @@ func TestFillHoldsWhatPaygateWould(t *testing.T) {
 	require.Equal(t, res2.After, res3.After, "a run to a level already held adds nothing")
 }
 
+// TestFillPaymentsOnly: -payments fills the payments table alone, with
+// the payments a full fill writes (an order, customer and email of its own
+// per copy, times in the past year), analyzed, resumable, and found by
+// every kind of search.
+func TestFillPaymentsOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, url := testdb.NewWithURL(t)
+	opts := options{databaseURL: url, payments: 1500, samplePayments: 60, paidTwice: 0.2, chunk: 300, workers: 2,
+		span: 365 * 24 * time.Hour, vacuum: true, progress: time.Hour, log: io.Discard}
+	res, err := fill(ctx, opts)
+	require.NoError(t, err)
+	require.Zero(t, res.Before)
+	require.GreaterOrEqual(t, res.After, int64(1500))
+	require.Less(t, res.After, int64(1500+3), "a fill stops within one order's payments of its target")
+
+	for _, table := range fillTables {
+		if table == "payments" {
+			continue
+		}
+		var n int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{table}.Sanitize()).Scan(&n))
+		require.Zero(t, n, "%s is not filled", table)
+	}
+
+	// Each copy has an order, a customer and an email of its own: at most
+	// the two payments of an order paid twice share one.
+	perCopy := func() {
+		t.Helper()
+		var payments, outside, withRef int64
+		var refs, customers, emails int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*),
+			count(*) FILTER (WHERE created_at >= now() OR created_at < now() - interval '366 days'),
+			count(reference),
+			(SELECT max(n) FROM (SELECT count(*) n FROM payments GROUP BY reference) r),
+			(SELECT max(n) FROM (SELECT count(*) n FROM payments WHERE customer IS NOT NULL GROUP BY customer) c),
+			(SELECT max(n) FROM (SELECT count(*) n FROM payments GROUP BY lower(receipt_email)) e)
+			FROM payments`).Scan(&payments, &outside, &withRef, &refs, &customers, &emails))
+		require.Zero(t, outside, "payments created in the past year")
+		require.Equal(t, payments, withRef)
+		require.Equal(t, 2, refs, "an order paid twice has its two payments, no more")
+		require.LessOrEqual(t, customers, 2)
+		require.LessOrEqual(t, emails, 2)
+	}
+	perCopy()
+
+	// ANALYZEd: the planner sees every payment.
+	var reltuples float64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'payments'::regclass`).Scan(&reltuples))
+	require.Equal(t, float64(res.After), reltuples)
+
+	var id string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM payments ORDER BY created_at DESC LIMIT 1`).Scan(&id))
+	p, err := ledger.GetPayment(ctx, pool, id)
+	require.NoError(t, err)
+	require.True(t, p.AmountCaptured.IsPositive() || p.AmountRefunded.IsPositive(), "payment %s", id)
+	require.Equal(t, "Order "+p.Details.Reference, p.Details.Description)
+	require.Equal(t, p.Details.Reference, p.Details.Metadata["order_id"])
+	require.NotEmpty(t, p.Details.Stamps)
+	found, _, err := ledger.ListPayments(ctx, pool, ledger.PaymentFilter{Q: p.Details.Reference}, "", 0)
+	require.NoError(t, err)
+	require.NotEmpty(t, found)
+	require.LessOrEqual(t, len(found), 2)
+	require.Contains(t, []string{found[0].ID, found[len(found)-1].ID}, id)
+
+	// A second run adds up to its new target, with ids of its own; a run
+	// to a level already held adds nothing.
+	opts.payments = 2500
+	res2, err := fill(ctx, opts)
+	require.NoError(t, err)
+	require.Equal(t, res.After, res2.Before)
+	require.GreaterOrEqual(t, res2.After, int64(2500))
+	perCopy()
+	res3, err := fill(ctx, opts)
+	require.NoError(t, err)
+	require.Equal(t, res2.After, res3.After)
+
+	opts.search = 20
+	searched, results, err := search(ctx, opts)
+	require.NoError(t, err)
+	require.Equal(t, res2.After, searched)
+	require.Len(t, results, len(lookups))
+	for _, r := range results {
+		require.Equal(t, 20, r.Lookups, r.Name)
+		if strings.Contains(r.Name, "no such") {
+			require.Zero(t, r.Found, r.Name)
+		} else {
+			require.GreaterOrEqual(t, r.Found, r.Lookups, r.Name)
+		}
+	}
+}
+
 // TestStampKeepsOrder: copies' ids sort in the order they were filled.
 func TestStampKeepsOrder(t *testing.T) {
 	t.Parallel()

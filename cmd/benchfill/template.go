@@ -208,6 +208,7 @@ type row struct {
 type unit struct {
 	rows     []row
 	events   int       // its inbox_events rows
+	payments int       // its payments rows
 	received time.Time // its first event's received_at
 	last     time.Time // its latest time of any column
 	txns     []int64   // the sample's ledger transaction ids, in row order
@@ -393,6 +394,9 @@ func readUnits(ctx context.Context, sample interface {
 				u.txns = append(u.txns, v.txnID)
 			}
 		}
+		if shapes[r.table].name == "payments" {
+			u.payments++
+		}
 		if shapes[r.table].name == "inbox_events" {
 			u.events++
 			for ci, c := range shapes[r.table].cols {
@@ -411,4 +415,27 @@ func readUnits(ctx context.Context, sample interface {
 		units = append(units, *u)
 	}
 	return units, nil
+}
+
+// onlyPayments keeps the payments rows of units, and the units that have
+// some: copied, they are the payments table of a database filled with
+// every table, its ids, references, customers, emails and times rewritten
+// alike, without the rest.
+func onlyPayments(units []unit, shapes []tableShape) []unit {
+	var out []unit
+	for _, u := range units {
+		if u.payments == 0 {
+			continue
+		}
+		kept := u
+		kept.rows = nil
+		kept.txns = nil
+		for _, r := range u.rows {
+			if shapes[r.table].name == "payments" {
+				kept.rows = append(kept.rows, r)
+			}
+		}
+		out = append(out, kept)
+	}
+	return out
 }
