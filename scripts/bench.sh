@@ -35,6 +35,15 @@
 #      the earlier runs wrote, which the new stream has not seen) and
 #      analyzed, at 64 connections: ingest and end-to-end against step 4's,
 #      and the messages published per second;
+#   5c. with BENCH_SWEEP=1: pairs of runs at 64 connections, each on a
+#      `paygate serve` of its own, one started with Stripe's missed-event
+#      sweep every 10 s (PAYGATE_STRIPE_SWEEP_EVERY=10s) against the Stripe
+#      API `loadgen run -stripe-api` serves, which lists the very events
+#      the run sends, one without: ingest and end-to-end with against
+#      without, and what the sweep listed;
+#   5d. with BENCH_TRACING=1: the same pairs, one run on a paygate tracing
+#      every span (OTEL_TRACES_SAMPLER=always_on) to `loadgen receive` over
+#      OTLP/HTTP, one without: the ratios, and the spans per event;
 #   6. scale-out: 1, 2 and 4 instances on the same database behind
 #      `loadgen proxy`, at 64 and 256 connections;
 #   7. the one-event pgbench runs again (the ratios use the mean of each), and
@@ -54,6 +63,10 @@
 #                                 them, BENCH_ENDPOINT_LEVELS (64)
 #   BENCH_NATS=0                  skips the run publishing to NATS;
 #                                 BENCH_NATS_LEVELS (64)
+#   BENCH_SWEEP=1                 the pairs with and without the Stripe
+#                                 sweep (off by default); BENCH_SWEEP_PAIRS (3)
+#   BENCH_TRACING=1               the pairs with and without tracing (off
+#                                 by default); BENCH_TRACING_PAIRS (3)
 #   BENCH_SCALEOUT=0              skips scale-out; BENCH_SCALEOUT_INSTANCES
 #                                 (1 2 4), BENCH_SCALEOUT_LEVELS (64,256),
 #                                 BENCH_SCALEOUT_SECONDS (6)
@@ -229,6 +242,57 @@ start_paygate() {
   started_base="http://127.0.0.1:$p"
   wait_ready "$started_base/readyz" "$started_pid" "$log"
 }
+# start_receiver LOG: starts a `loadgen receive` (an endpoint answering 200
+# at once, and an OTLP/HTTP trace receiver); sets receiver_pid and
+# receiver_base.
+start_receiver() {
+  local p
+  p=$(free_port)
+  "$out/loadgen" receive -addr "127.0.0.1:$p" >"$out/$1" 2>&1 &
+  receiver_pid=$!
+  pids+=("$receiver_pid")
+  receiver_base="http://127.0.0.1:$p"
+  wait_ready "$receiver_base/healthz" "$receiver_pid" "$out/$1"
+}
+# stop_started: stops the instance start_paygate started last.
+stop_started() {
+  local p rest=()
+  kill -TERM "$started_pid" 2>/dev/null || true
+  wait "$started_pid" 2>/dev/null || true
+  for p in "${pids[@]}"; do [[ "$p" == "$started_pid" ]] || rest+=("$p"); done
+  pids=("${rest[@]}")
+}
+# alternate_pairs N WITH WITHOUT: N pairs of runs, `WITH k` and
+# `WITHOUT k` one after the other, the first of each pair alternating: the
+# machine's load moves one run's rate by more than a feature costs, so
+# each run with it is set against its own partner, and the report takes
+# the median over the pairs.
+alternate_pairs() {
+  local k
+  for k in $(seq "$1"); do
+    if (( k % 2 == 1 )); then
+      "$2" "$k"; "$3" "$k"
+    else
+      "$3" "$k"; "$2" "$k"
+    fi
+  done
+}
+# own_instance_run KIND PAIR with|without [VAR=value…] -- [FLAG…]: one run
+# of a KIND pair (loadgen run -pair-of) at BENCH_ENDPOINT_LEVELS, on a
+# paygate of its own started with the VAR=value settings and stopped
+# after it, with loadgen's FLAGs besides; each run warms its instance up.
+own_instance_run() {
+  local kind=$1 pair=$2 side=$3 settings=() with=()
+  shift 3
+  while [[ "$1" != -- ]]; do settings+=("$1"); shift; done
+  shift
+  [[ "$side" == with ]] && with=(-with)
+  start_paygate "$kind-$side-$pair" "" "${settings[@]}"
+  run_loadgen -label "paygate-$kind-$side-$pair" -pair "$pair" -pair-of "$kind" "${with[@]}" -budget \
+    -url "$started_base/webhooks/stripe" -levels "${BENCH_ENDPOINT_LEVELS:-64}" -pids "$started_pid" \
+    -warmup "${BENCH_WARMUP:-5000}" -rate 0 "$@"
+  stop_started
+}
 run_loadgen() { "$out/loadgen" run -secret "$secret" -database-url "$url" -out "$out" -save "$out/results.json" \
   -script scripts/bench.lua -seconds "$seconds" -expect "$expect" "$@"; }
 
@@ -266,19 +330,12 @@ stop_all
 
 if [[ "${BENCH_ENDPOINT:-1}" != 0 ]]; then
   # Pairs of runs on one instance, one with an endpoint attached and one
-  # without, one after the other, the first of each pair alternating: the
-  # machine's load moves one run's rate by more than an endpoint costs, so
-  # each run with it is set against its own partner, and the report takes
-  # the median over the pairs.
+  # without (alternate_pairs).
   pairs=${BENCH_ENDPOINT_PAIRS:-3}
   say "paygate, one instance, $pairs pairs of runs with and without one endpoint (log: tmp/bench/paygate-endpoint.log)"
-  p=$(free_port)
-  "$out/loadgen" receive -addr "127.0.0.1:$p" >"$out/receiver.log" 2>&1 &
-  pids+=("$!")
-  receiver_pid=$!
-  wait_ready "http://127.0.0.1:$p/healthz" "$!" "$out/receiver.log"
-  receiver="http://127.0.0.1:$p/paygate"
-  receiver_count() { curl -fsS "http://127.0.0.1:$p/count"; }
+  start_receiver receiver.log
+  receiver="$receiver_base/paygate"
+  receiver_count() { curl -fsS "$receiver_base/count"; }
   start_paygate endpoint
   # The first run warms the instance up with the endpoint attached, so
   # that the deliveries' statistics are a gateway in service's.
@@ -309,13 +366,52 @@ if [[ "${BENCH_ENDPOINT:-1}" != 0 ]]; then
   }
   profile=()
   [[ -n "${BENCH_PROFILE:-}" ]] && profile=(-cpuprofile "$out/cpu-endpoint.pprof" -ops-token "$token")
-  for k in $(seq "$pairs"); do
-    if (( k % 2 == 1 )); then
-      with_endpoint "$k"; without_endpoint "$k"
-    else
-      without_endpoint "$k"; with_endpoint "$k"
-    fi
-  done
+  alternate_pairs "$pairs" with_endpoint without_endpoint
+  stop_all
+fi
+
+if [[ "${BENCH_SWEEP:-0}" != 0 ]]; then
+  # Pairs of runs (alternate_pairs), each on an instance of its own: one
+  # started with the missed-event sweep every 10 s against the Stripe API
+  # `loadgen run -stripe-api` serves, one without (no API key, no sweep).
+  # The API lists the events the run sends, each 5 s after its created
+  # time, which is the second it is expected to be sent in: the sweep finds
+  # nothing missing, and its cost is its listing and its inbox lookups.
+  # Both runs serve the API and make their events alike, and hold 10 s
+  # after the warm-up, in which the sweep's first run (a period after its
+  # instance leads) lists the warm-up's events.
+  pairs=${BENCH_SWEEP_PAIRS:-3}
+  say "paygate, $pairs pairs of runs with and without the Stripe sweep, an instance each (logs: tmp/bench/paygate-sweep-*.log)"
+  # free_port runs in a subshell here: move past the port by hand, as no
+  # one listens on it until a run does.
+  api=$(free_port); next_port=$((api + 1))
+  sweep_key=sk_test_bench_sweep
+  title="$title
+sweep pairs: the run with it on a paygate started with PAYGATE_STRIPE_SWEEP_EVERY=10s (PAYGATE_STRIPE_SWEEP_RATE's default: 10 list requests/s)"
+  sweep_flags=(-stripe-api "127.0.0.1:$api" -stripe-api-key "$sweep_key" -hold 10s)
+  with_sweep() { # PAIR
+    own_instance_run sweep "$1" with PAYGATE_STRIPE_SWEEP_EVERY=10s PAYGATE_STRIPE_API_KEY="$sweep_key" \
+      PAYGATE_STRIPE_API_URL="http://127.0.0.1:$api" -- "${sweep_flags[@]}"
+  }
+  without_sweep() { own_instance_run sweep "$1" without -- "${sweep_flags[@]}"; }
+  alternate_pairs "$pairs" with_sweep without_sweep
+fi
+
+if [[ "${BENCH_TRACING:-0}" != 0 ]]; then
+  # Pairs of runs (alternate_pairs), each on an instance of its own: one
+  # tracing every span to a local receiver over OTLP/HTTP, one without.
+  pairs=${BENCH_TRACING_PAIRS:-3}
+  say "paygate, $pairs pairs of runs with and without tracing, an instance each (logs: tmp/bench/paygate-tracing-*.log)"
+  start_receiver otlp-receiver.log
+  otlp=$receiver_base
+  title="$title
+tracing pairs: the run with it on a paygate started with OTEL_EXPORTER_OTLP_ENDPOINT=$otlp (loadgen receive) and OTEL_TRACES_SAMPLER=always_on, the SDK's default batching"
+  with_tracing() { # PAIR
+    own_instance_run tracing "$1" with OTEL_EXPORTER_OTLP_ENDPOINT="$otlp" OTEL_TRACES_SAMPLER=always_on \
+      -- -traces "$otlp" -receiver-pid "$receiver_pid"
+  }
+  without_tracing() { own_instance_run tracing "$1" without --; }
+  alternate_pairs "$pairs" with_tracing without_tracing
   stop_all
 fi
 

@@ -13,11 +13,15 @@
 //	                scripts/bench.lua until every event is answered, waits
 //	                until no inbox row is left `received`, and saves the
 //	                measurements; then the same at a paced rate for latency.
+//	                With -stripe-api it also serves Stripe's events list of
+//	                the events it sends, for paygate's missed-event sweep.
 //	loadgen floor   the floor server: Echo, reads the body, verifies the
 //	                Stripe signature and decodes the envelope with
 //	                provider/stripe, answers paygate's 200 body; no database.
 //	loadgen proxy   a round-robin reverse proxy in front of several
 //	                `paygate serve` instances, keep-alive to each.
+//	loadgen receive the endpoint paygate delivers to, answering 200 at
+//	                once, and the OTLP/HTTP receiver its traces export to.
 //	loadgen report  prints the table of saved measurements, with the
 //	                anchors and the targets.
 package main
@@ -53,6 +57,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: loadgen run|floor|proxy|report [flags] (-h for each)")
+	fmt.Fprintln(os.Stderr, "usage: loadgen run|floor|proxy|receive|report [flags] (-h for each)")
 	os.Exit(2)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -455,4 +456,98 @@ func TestReportDatabaseView(t *testing.T) {
 	require.Contains(t, text, "-c64 PostgreSQL's view (pg_stat_statements), per event applied: 1.50 statements run (those of triggers and foreign-key checks too), 400 µs of execution in all (wall time, waits included); the 2 longest:\n")
 	require.Contains(t, text, "-c64      60.0 µs  0.020 calls  1.00 rows  WITH locked_jobs AS ( SELECT id FROM river_job FOR UPDATE SKIP LOCKED) SELECT * FROM locked_jobs\n")
 	require.Regexp(t, `(?m)^-c64      50\.0 µs  0\.008 calls  1\.00 rows  UPDATE inbox_events SET status = \$1 WHERE x = \$2 AND .{40,}…$`, text)
+}
+
+// TestReportFeaturePairs: pairs of each kind get a section of their own,
+// with what "with" means, the feature's columns and the medians over its
+// own pairs; a run with the sweep that listed nothing, or with tracing
+// that exported no span, is said to measure nothing and left out of the
+// medians; the endpoint's
+// targets take no figure of the other kinds.
+func TestReportFeaturePairs(t *testing.T) {
+	t.Parallel()
+	lv := func(ingest, e2eSeconds float64) level {
+		return level{Connections: 64, Events: 20000, E2ESeconds: e2eSeconds, Wrk: wrkResult{RequestsPerS: ingest}}
+	}
+	run := func(kind string, pair int, with bool, l level) series {
+		return series{Label: fmt.Sprintf("%s-%d-%t", kind, pair, with), Instances: 1, Pair: pair, PairOf: kind, With: with,
+			Levels: []level{l}, PeakRSS: []int64{int64(100+pair) << 20}}
+	}
+	swept := func(l level, listed, own, pages int) level {
+		l.SweepListed, l.SweepOwn, l.SweepPages = listed, own, pages
+		return l
+	}
+	traced := func(l level, spans int64) level {
+		l.Spans = spans
+		return l
+	}
+	r := results{Series: []series{
+		{Label: "paygate", Instances: 1, Levels: []level{lv(9000, 8)}},
+		run("sweep", 1, true, swept(lv(7000, 10), 9500, 12000, 100)),
+		run("sweep", 1, false, lv(7000, 10)),
+		run("sweep", 2, false, lv(8000, 10)),
+		run("sweep", 2, true, swept(lv(7200, 10), 0, 0, 0)),
+		run("sweep", 3, true, swept(lv(6000, 11), 10100, 15000, 101)),
+		run("sweep", 3, false, lv(7500, 10)),
+		run("tracing", 1, false, lv(8000, 10)),
+		run("tracing", 1, true, traced(lv(6000, 12.5), 130000)),
+		{Label: "with-1", Instances: 1, Pair: 1, Delivery: true, Levels: []level{lv(7000, 11)}},
+		{Label: "without-1", Instances: 1, Pair: 1, Levels: []level{lv(7500, 10)}},
+	}}
+	var out bytes.Buffer
+	require.Zero(t, report(&out, r, anchors{pgbenchSingle: []float64{3000}, pgbenchBare: []float64{2000}}))
+	text := out.String()
+	sections := strings.Split(text, "\n\n")
+	section := func(prefix string) string {
+		for _, s := range sections {
+			if strings.HasPrefix(s, prefix) {
+				return s
+			}
+		}
+		t.Fatalf("no section %q in:\n%s", prefix, text)
+		return ""
+	}
+	endpoint := section("one endpoint attached")
+	require.Contains(t, endpoint, "1 pairs of runs")
+	require.Contains(t, endpoint, "-c64, median of 1 pairs: ingest 0.93×, end to end 0.91× of the run without")
+
+	sweep := section("Stripe's missed-event sweep on")
+	require.Contains(t, sweep, "3 pairs of runs made one after the other, each on an instance of its own")
+	require.Regexp(t, `(?m)^\s+pair\s+conns\s+first\s+ingest/s without\s+with\s+vs\s+e2e/s without\s+with\s+vs\s+listed\s+new\s+own\s+list pages/s\s+non-2xx\s+sock err$`, sweep)
+	require.Regexp(t, `(?m)^\s+1\s+64\s+with\s+7000\s+7000\s+1\.00×\s+2000\s+2000\s+1\.00×\s+9500\s+0\s+12000 of 20000\s+10\.0\s+0\s+0$`, sweep)
+	require.Regexp(t, `(?m)^\s+3\s+64\s+with\s+7500\s+6000\s+0\.80×\s+2000\s+1818\s+0\.91×\s+10100\s+0\s+15000 of 20000\s+9\.2\s+0\s+0$`, sweep)
+	require.Contains(t, sweep, "  pair 2 with: -c64: the sweep listed nothing while the run was measured: the pair measures nothing, and is left out of the median\n")
+	require.NotContains(t, sweep, "pair 1 with: -c64: the sweep")
+	require.Contains(t, sweep, "-c64, median of 2 pairs: ingest 0.90×, end to end 0.95× of the run without")
+	require.Contains(t, sweep, "peak RSS (VmHWM), the highest of the instances: with 103 MiB, without 103 MiB")
+
+	tracing := section("tracing on")
+	require.Regexp(t, `(?m)^\s+1\s+64\s+without\s+8000\s+6000\s+0\.75×\s+2000\s+1600\s+0\.80×\s+130000\s+6\.5\s+0\s+0$`, tracing)
+	require.Contains(t, tracing, "-c64, median of 1 pairs: ingest 0.75×, end to end 0.80× of the run without")
+	require.NotContains(t, tracing, "measures nothing")
+
+	require.Regexp(t, `64 connections, one endpoint: ingest within 10 % of without \(median of 1 pairs\)\s+0\.93×\s+met`, text)
+	require.Less(t, strings.Index(text, "one endpoint attached"), strings.Index(text, "Stripe's missed-event sweep on"))
+	require.Less(t, strings.Index(text, "Stripe's missed-event sweep on"), strings.Index(text, "tracing on"))
+}
+
+// TestRunRefusesAPairWithoutItsMeans: a run with a feature on is one of a
+// pair, and is given what shows the feature at work; without it, it is
+// refused before anything is sent.
+func TestRunRefusesAPairWithoutItsMeans(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		o    runOptions
+		want string
+	}{
+		"with, no pair":        {runOptions{pairOf: "tracing", with: true, traces: "http://127.0.0.1:1"}, "need -pair"},
+		"an unknown feature":   {runOptions{pair: 1, pairOf: "cache"}, `-pair-of "cache"`},
+		"an endpoint's -with":  {runOptions{pair: 1, pairOf: "endpoint", with: true}, "is -delivery"},
+		"sweep, no Stripe API": {runOptions{pair: 1, pairOf: "sweep", with: true}, "needs -stripe-api"},
+		"tracing, no receiver": {runOptions{pair: 1, pairOf: "tracing", with: true}, "needs -traces"},
+	} {
+		c.o.url = "http://127.0.0.1:1/webhooks/stripe"
+		_, err := run(t.Context(), c.o)
+		require.ErrorContains(t, err, c.want, name)
+	}
 }

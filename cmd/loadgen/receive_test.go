@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	paygatedelivery "github.com/paygate/paygate/delivery"
 )
@@ -89,4 +91,61 @@ func TestReceiverTakesPaygatesDeliveries(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("serve did not return once its listener closed")
 	}
+}
+
+// TestReceiverCountsExportedSpans: the receiver takes the OpenTelemetry
+// SDK's own OTLP/HTTP exports (protobuf, plain and gzipped) and OTLP/JSON,
+// answers each 200 with an empty ExportTraceServiceResponse, counts their
+// spans at GET /spans and not as deliveries, and refuses a body it cannot
+// read.
+func TestReceiverCountsExportedSpans(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() { _ = (&receiver{}).serve(ln) }()
+	base := "http://" + ln.Addr().String()
+	count := func(path string) string {
+		resp, err := http.Get(base + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		return string(b)
+	}
+
+	for _, compression := range []otlptracehttp.Compression{otlptracehttp.NoCompression, otlptracehttp.GzipCompression} {
+		exporter, err := otlptracehttp.New(t.Context(), otlptracehttp.WithEndpointURL(base+"/v1/traces"),
+			otlptracehttp.WithCompression(compression), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}))
+		require.NoError(t, err)
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter, sdktrace.WithMaxExportBatchSize(4)))
+		for range 10 {
+			_, span := tp.Tracer("loadgen-test").Start(t.Context(), "ingest")
+			span.End()
+		}
+		require.NoError(t, tp.ForceFlush(t.Context()), "every export answered 200")
+		require.NoError(t, tp.Shutdown(t.Context()))
+	}
+	require.Equal(t, "20\n", count("/spans"))
+
+	post := func(contentType, body string) *http.Response {
+		resp, err := http.Post(base+"/v1/traces", contentType, strings.NewReader(body))
+		require.NoError(t, err)
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	resp := post("application/json", `{"resourceSpans":[{"resource":{},"scopeSpans":[{"spans":[{"name":"a"},{"name":"b"}]},{"spans":[{"name":"c"}]}]}]}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.JSONEq(t, `{}`, string(b))
+	require.Equal(t, "23\n", count("/spans"))
+
+	require.Equal(t, http.StatusBadRequest, post("application/x-protobuf", "\x0a\xff").StatusCode, "a field longer than the body")
+	require.Equal(t, http.StatusBadRequest, post("application/json", `{"resourceSpans":`).StatusCode)
+	require.Equal(t, http.StatusUnsupportedMediaType, post("text/plain", "spans").StatusCode)
+	require.Equal(t, "23\n", count("/spans"))
+	require.Equal(t, "0\n", count("/count"), "exports are not deliveries")
 }

@@ -117,7 +117,7 @@ func report(out io.Writer, r results, a anchors) int64 {
 	ratioBare := func(v float64) string { return ratioTo(v, bare) }
 	var floor, main, broker *series
 	var scale []*series
-	var pairs []*endpointPair
+	pairs := map[string][]*featurePair{}
 	for i := range r.Series {
 		s := &r.Series[i]
 		switch {
@@ -126,7 +126,7 @@ func report(out io.Writer, r results, a anchors) int64 {
 		case s.NATS:
 			broker = s
 		case s.Pair > 0 || s.Delivery:
-			pairs = addToPair(pairs, s)
+			pairs[s.pairKind()] = addToPair(pairs[s.pairKind()], s)
 		case s.Proxied:
 			scale = append(scale, s)
 		case main == nil:
@@ -219,59 +219,14 @@ func report(out io.Writer, r results, a anchors) int64 {
 			}
 		}
 	}
-	var (
-		pl      []pairLevel
-		medians []pairMedians
-	)
-	if len(pairs) > 0 {
-		fmt.Fprintf(out, "\none endpoint attached (a local receiver answering 200 at once) against none: %d pairs of runs made one after the other on one instance, each pair's first alternating\n", len(pairs))
-		w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(w, "pair\tconns\tfirst\tingest/s without\twith\tvs\te2e/s without\twith\tvs\twith ×bare\tmessages/s\tlast delivered after last applied\tnon-2xx\tsock err\t")
-		var notes []string
-		for _, p := range pairs {
-			for _, x := range p.levels() {
-				pl = append(pl, x)
-				first := "without"
-				if p.withFirst {
-					first = "with"
-				}
-				msgs := "-"
-				if x.with.Messages > 0 && x.with.DeliverySeconds > 0 {
-					msgs = strconv.FormatFloat(float64(x.with.Messages)/x.with.DeliverySeconds, 'f', 0, 64)
-				}
-				failed := x.with.Wrk.Non2xx + x.without.Wrk.Non2xx
-				sock := x.with.Wrk.socketErrors() + x.without.Wrk.socketErrors()
-				bad += failed + sock
-				fmt.Fprintf(w, "%d\t%d\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%+.1f s\t%d\t%d\t\n",
-					p.n, x.with.Connections, first, x.without.ingest(), x.with.ingest(), times(x.with.ingest(), x.without.ingest()),
-					orDash(x.without.e2e(), 0), orDash(x.with.e2e(), 0), times(x.with.e2e(), x.without.e2e()), ratioBare(x.with.e2e()),
-					msgs, x.lag(), failed, sock)
-				for _, n := range x.without.notes() {
-					notes = append(notes, fmt.Sprintf("pair %d without: %s", p.n, n))
-				}
-				for _, n := range x.with.notes() {
-					notes = append(notes, fmt.Sprintf("pair %d with: %s", p.n, n))
-				}
+	var medians []pairMedians // the endpoint's, which its targets are about
+	for _, k := range pairKinds {
+		if ps := pairs[k.name]; len(ps) > 0 {
+			failed, m := k.section(out, ps, a)
+			bad += failed
+			if k.name == "endpoint" {
+				medians = m
 			}
-		}
-		w.Flush()
-		for _, n := range notes {
-			fmt.Fprintln(out, "  "+n)
-		}
-		medians = pairMediansOf(pl)
-		for _, m := range medians {
-			fmt.Fprintf(out, "-c%d, median of %d pairs: ingest %s, end to end %s of the run without\n", m.conns, m.n, times(m.ingest, 1), times(m.e2e, 1))
-		}
-		for _, x := range pl {
-			if b := x.without.budgetLine(); b != "" {
-				fmt.Fprintf(out, "pair %d without, -c%d %s\n", x.pair, x.without.Connections, b)
-			}
-			if b := x.with.budgetLine(); b != "" {
-				fmt.Fprintf(out, "pair %d with, -c%d %s\n", x.pair, x.with.Connections, b)
-			}
-		}
-		if rss := pairsPeakRSS(pairs); rss > 0 {
-			fmt.Fprintf(out, "peak RSS (VmHWM) of the instance: %.0f MiB\n", float64(rss)/(1<<20))
 		}
 	}
 	if broker != nil {
@@ -438,36 +393,186 @@ func orDash(v float64, prec int) string {
 	return strconv.FormatFloat(v, 'f', prec, 64)
 }
 
-// endpointPair is a pair of runs on one instance made one after the other,
-// one with an endpoint attached and one without: on a shared machine the
-// load moves a single run's rate by more than an endpoint's cost, so the
-// report sets each run with an endpoint against its own partner, and
-// takes the median over the pairs.
-type endpointPair struct {
+// featurePair is a pair of runs made one after the other, one with a
+// feature on (an endpoint attached, the sweep, tracing) and one without:
+// on a shared machine the load moves a single run's rate by more than a
+// feature's cost, so the report sets each run with it against its own
+// partner, and takes the median over the pairs.
+type featurePair struct {
 	n             int
 	with, without *series
-	withFirst     bool // the run with the endpoint was made first
+	withFirst     bool // the run with the feature was made first
+}
+
+// pairKind is the feature s's pair compares.
+func (s *series) pairKind() string {
+	if s.PairOf == "" {
+		return "endpoint"
+	}
+	return s.PairOf
 }
 
 // addToPair files s, one of a pair's runs, with its partner; pairs stay
 // in the order of their first run.
-func addToPair(pairs []*endpointPair, s *series) []*endpointPair {
-	var p *endpointPair
+func addToPair(pairs []*featurePair, s *series) []*featurePair {
+	var p *featurePair
 	for _, q := range pairs {
 		if q.n == s.Pair {
 			p = q
 		}
 	}
 	if p == nil {
-		p = &endpointPair{n: s.Pair, withFirst: s.Delivery}
+		p = &featurePair{n: s.Pair, withFirst: s.With || s.Delivery}
 		pairs = append(pairs, p)
 	}
-	if s.Delivery {
+	if s.With || s.Delivery {
 		p.with = s
 	} else {
 		p.without = s
 	}
 	return pairs
+}
+
+// pairKind is one feature pairs compare: what its section says "with"
+// means, and its own columns; the rates, their ratios and medians, the
+// errors and the budgets are every kind's.
+type pairKind struct {
+	name  string // series.PairOf
+	title string // %d: how many pairs
+	head  string // the feature's columns, each ending in a tab
+	cells func(x pairLevel, a anchors) string
+	// idle says of a pair whose run with the feature shows it at no work
+	// that the pair measures nothing; "" otherwise.
+	idle func(x pairLevel) string
+	// oneInstance: both runs of every pair are made on one instance; else
+	// each run has an instance of its own.
+	oneInstance bool
+}
+
+// pairKinds are the kinds of pairs, in the report's order.
+var pairKinds = []pairKind{
+	{
+		name:        "endpoint",
+		title:       "one endpoint attached (a local receiver answering 200 at once) against none: %d pairs of runs made one after the other on one instance, each pair's first alternating",
+		head:        "with ×bare\tmessages/s\tlast delivered after last applied\t",
+		oneInstance: true,
+		cells: func(x pairLevel, a anchors) string {
+			msgs := "-"
+			if x.with.Messages > 0 && x.with.DeliverySeconds > 0 {
+				msgs = strconv.FormatFloat(float64(x.with.Messages)/x.with.DeliverySeconds, 'f', 0, 64)
+			}
+			return fmt.Sprintf("%s\t%s\t%+.1f s\t", times(x.with.e2e(), a.bare()), msgs, x.lag())
+		},
+		idle: func(pairLevel) string { return "" },
+	},
+	{
+		name: "sweep",
+		title: "Stripe's missed-event sweep on (a paygate started with PAYGATE_STRIPE_SWEEP_EVERY, listing from `loadgen run -stripe-api` the events the run sends, each 5 s after it is created) " +
+			"against off: %d pairs of runs made one after the other, each on an instance of its own, each pair's first alternating; " +
+			"listed: events the sweeps listed from the first send until the last event was applied, new: of them, those the inbox lacked; own: of the run's events, those listed by then",
+		head: "listed\tnew\town\tlist pages/s\t",
+		cells: func(x pairLevel, _ anchors) string {
+			w := x.with
+			return fmt.Sprintf("%d\t%d\t%d of %d\t%s\t", w.SweepListed, w.SweepNew, w.SweepOwn, w.Events, perSecond(float64(w.SweepPages), w.E2ESeconds))
+		},
+		idle: func(x pairLevel) string {
+			if x.with.SweepListed > 0 {
+				return ""
+			}
+			return "the sweep listed nothing while the run was measured"
+		},
+	},
+	{
+		name: "tracing",
+		title: "tracing on (OpenTelemetry spans exported over OTLP/HTTP to `loadgen receive`) against off: " +
+			"%d pairs of runs made one after the other, each on an instance of its own, each pair's first alternating; " +
+			"spans: received from the first send until the level's end",
+		head: "spans\tspans/event\t",
+		cells: func(x pairLevel, _ anchors) string {
+			return fmt.Sprintf("%d\t%s\t", x.with.Spans, orDash(float64(x.with.Spans)/float64(x.with.Events), 1))
+		},
+		idle: func(x pairLevel) string {
+			if x.with.Spans > 0 {
+				return ""
+			}
+			return "the receiver took no span while the run was measured"
+		},
+	},
+}
+
+func perSecond(n, seconds float64) string {
+	if seconds <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(n/seconds, 'f', 1, 64)
+}
+
+// section prints k's pairs: each pair's rates with and without and their
+// ratios, the feature's own columns, the medians over the pairs at each
+// connection count (returned; a pair whose run with the feature shows it
+// idle left out), the budgets and the peak RSS. It returns
+// too the requests not answered 2xx or failed at the socket in either run.
+func (k pairKind) section(out io.Writer, pairs []*featurePair, a anchors) (int64, []pairMedians) {
+	var (
+		bad      int64
+		pl       []pairLevel
+		measured []pairLevel // the medians', with the feature at work
+		notes    []string
+	)
+	fmt.Fprintf(out, "\n"+k.title+"\n", len(pairs))
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "pair\tconns\tfirst\tingest/s without\twith\tvs\te2e/s without\twith\tvs\t"+k.head+"non-2xx\tsock err\t")
+	for _, p := range pairs {
+		for _, x := range p.levels() {
+			pl = append(pl, x)
+			first := "without"
+			if p.withFirst {
+				first = "with"
+			}
+			failed := x.with.Wrk.Non2xx + x.without.Wrk.Non2xx
+			sock := x.with.Wrk.socketErrors() + x.without.Wrk.socketErrors()
+			bad += failed + sock
+			fmt.Fprintf(w, "%d\t%d\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s%d\t%d\t\n",
+				p.n, x.with.Connections, first, x.without.ingest(), x.with.ingest(), times(x.with.ingest(), x.without.ingest()),
+				orDash(x.without.e2e(), 0), orDash(x.with.e2e(), 0), times(x.with.e2e(), x.without.e2e()),
+				k.cells(x, a), failed, sock)
+			for _, n := range x.without.notes() {
+				notes = append(notes, fmt.Sprintf("pair %d without: %s", p.n, n))
+			}
+			for _, n := range x.with.notes() {
+				notes = append(notes, fmt.Sprintf("pair %d with: %s", p.n, n))
+			}
+			if idle := k.idle(x); idle != "" {
+				notes = append(notes, fmt.Sprintf("pair %d with: -c%d: %s: the pair measures nothing, and is left out of the median", p.n, x.with.Connections, idle))
+			} else {
+				measured = append(measured, x)
+			}
+		}
+	}
+	w.Flush()
+	for _, n := range notes {
+		fmt.Fprintln(out, "  "+n)
+	}
+	medians := pairMediansOf(measured)
+	for _, m := range medians {
+		fmt.Fprintf(out, "-c%d, median of %d pairs: ingest %s, end to end %s of the run without\n", m.conns, m.n, times(m.ingest, 1), times(m.e2e, 1))
+	}
+	for _, x := range pl {
+		if b := x.without.budgetLine(); b != "" {
+			fmt.Fprintf(out, "pair %d without, -c%d %s\n", x.pair, x.without.Connections, b)
+		}
+		if b := x.with.budgetLine(); b != "" {
+			fmt.Fprintf(out, "pair %d with, -c%d %s\n", x.pair, x.with.Connections, b)
+		}
+	}
+	with, without := pairsPeakRSS(pairs)
+	switch {
+	case k.oneInstance && max(with, without) > 0:
+		fmt.Fprintf(out, "peak RSS (VmHWM) of the instance: %.0f MiB\n", float64(max(with, without))/(1<<20))
+	case !k.oneInstance && with > 0 && without > 0:
+		fmt.Fprintf(out, "peak RSS (VmHWM), the highest of the instances: with %.0f MiB, without %.0f MiB\n", float64(with)/(1<<20), float64(without)/(1<<20))
+	}
+	return bad, medians
 }
 
 // pairLevel is one connection count measured by both runs of a pair.
@@ -477,7 +582,7 @@ type pairLevel struct {
 }
 
 // levels are the connection counts both of p's runs measured.
-func (p *endpointPair) levels() []pairLevel {
+func (p *featurePair) levels() []pairLevel {
 	if p.with == nil || p.without == nil {
 		return nil
 	}
@@ -555,18 +660,19 @@ func median(vs []float64) float64 {
 	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
 }
 
-// pairsPeakRSS is the highest peak RSS the pairs' runs saw (one instance
-// made them all).
-func pairsPeakRSS(pairs []*endpointPair) int64 {
-	var top int64
-	for _, p := range pairs {
-		for _, s := range []*series{p.with, p.without} {
-			if s != nil && len(s.PeakRSS) > 0 {
-				top = max(top, slices.Max(s.PeakRSS))
-			}
+// pairsPeakRSS is the highest peak RSS the pairs' runs with the feature
+// saw, and the highest of those without.
+func pairsPeakRSS(pairs []*featurePair) (with, without int64) {
+	top := func(s *series, v int64) int64 {
+		if s == nil || len(s.PeakRSS) == 0 {
+			return v
 		}
+		return max(v, slices.Max(s.PeakRSS))
 	}
-	return top
+	for _, p := range pairs {
+		with, without = top(p.with, with), top(p.without, without)
+	}
+	return with, without
 }
 
 // budgetLine is what lv's database work was per event applied, or ""

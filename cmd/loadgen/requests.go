@@ -16,6 +16,7 @@ import (
 // delivery is one simulated Stripe event.
 type delivery struct {
 	id      string
+	created int64 // Unix seconds, as the payload says
 	payload []byte
 }
 
@@ -27,7 +28,13 @@ const eventsPerPayment = 2.4
 // simulator with a random seed, so that no two runs, levels or instances
 // send the same event id (paygate would answer it as a duplicate).
 func distinctEvents(n int, refundShare float64) []delivery {
-	sim := stripesim.New(stripesim.Config{WebhookSecret: "unused"})
+	return distinctEventsAt(n, refundShare, time.Time{})
+}
+
+// distinctEventsAt is distinctEvents with every event created at at (now
+// when zero).
+func distinctEventsAt(n int, refundShare float64, at time.Time) []delivery {
+	sim := stripesim.New(stripesim.Config{WebhookSecret: "unused", Now: at})
 	rng := mrand.New(mrand.NewPCG(uint64(sim.Seed()), 0xbe5c4))
 	var out []delivery
 	for len(out) < n {
@@ -43,9 +50,24 @@ func generate(sim *stripesim.Sim, rng *mrand.Rand, payments int, refundShare flo
 	all := sim.PayMix(rng, payments, refundShare)
 	out := make([]delivery, len(all))
 	for i, e := range all {
-		out[i] = delivery{id: e.ID, payload: e.Payload}
+		out[i] = delivery{id: e.ID, created: e.Created.Unix(), payload: e.Payload}
 	}
 	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// stampedEvents is distinctEvents created as they are expected to be
+// sent, from start at pace events a second: each second's share is made
+// with the simulator's clock at that second, and comes before the next
+// second's in every thread's file (wrk sends a file in order). Each
+// second's share is shuffled on its own, a payment's events staying
+// within it.
+func stampedEvents(n int, refundShare float64, start time.Time, pace float64) []delivery {
+	perSecond := max(1, int(pace))
+	out := make([]delivery, 0, n)
+	for at := start; len(out) < n; at = at.Add(time.Second) {
+		out = append(out, distinctEventsAt(min(perSecond, n-len(out)), refundShare, at)...)
+	}
 	return out
 }
 

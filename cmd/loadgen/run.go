@@ -59,6 +59,12 @@ type runOptions struct {
 	budget       bool
 	receiverPID  int
 	pair         int
+	pairOf       string
+	with         bool
+	stripeAPI    string
+	stripeAPIKey string
+	traces       string
+	hold         time.Duration
 }
 
 func runCommand(args []string) error {
@@ -92,7 +98,13 @@ func runCommand(args []string) error {
 	fs.StringVar(&o.profileOut, "cpuprofile", "", "save a CPU profile of the first instance during the highest level here (needs -ops-token)")
 	fs.StringVar(&o.profileToken, "ops-token", "", "an ops bearer token, for /debug/pprof/")
 	fs.BoolVar(&o.delivery, "delivery", false, "an endpoint is attached: after each level, wait until its messages are delivered (needs -database-url)")
-	fs.IntVar(&o.pair, "pair", 0, "this run is one of pair N of runs with and without an endpoint, made one after the other on one instance (for the report)")
+	fs.IntVar(&o.pair, "pair", 0, "this run is one of pair N of runs with and without a feature (-pair-of), made one after the other (for the report)")
+	fs.StringVar(&o.pairOf, "pair-of", "endpoint", "what -pair compares: endpoint (-delivery marks the run with one attached), sweep or tracing (-with marks the run with it on)")
+	fs.BoolVar(&o.with, "with", false, "this run of a sweep or tracing pair has the feature on: with sweep, it waits after the warm-up until a sweep has listed events (needs -stripe-api); with tracing, it counts the spans exported (needs -traces)")
+	fs.StringVar(&o.stripeAPI, "stripe-api", "", "serve Stripe's events list (GET /v1/events) of the events this run sends on this address, for a paygate started with PAYGATE_STRIPE_API_URL=http://<address>; events are then created at the pace they are expected to be sent, and listed 5 s after")
+	fs.StringVar(&o.stripeAPIKey, "stripe-api-key", stripesim.DefaultAPIKey, "the key -stripe-api accepts (paygate's PAYGATE_STRIPE_API_KEY)")
+	fs.StringVar(&o.traces, "traces", "", "base URL of the OTLP receiver (loadgen receive) paygate exports its spans to: each level counts the spans it received")
+	fs.DurationVar(&o.hold, "hold", 0, "after the warm-up, wait this long before measuring (both runs of a pair, when one waits for its feature to start)")
 	fs.BoolVar(&o.nats, "nats", false, "publishing to NATS JetStream is on: after each level, wait until its messages are published (needs -database-url)")
 	_ = fs.Parse(args)
 
@@ -118,10 +130,14 @@ type series struct {
 	Delivery bool `json:"delivery,omitempty"`
 	// NATS: publishing to NATS JetStream was on, and measured.
 	NATS bool `json:"nats,omitempty"`
-	// Pair: this run is one of the Pair-th pair of runs on one instance,
-	// one with an endpoint attached (Delivery) and one without, one after
-	// the other; the report sets each against its partner.
-	Pair int `json:"pair,omitempty"`
+	// Pair: this run is one of the Pair-th pair of runs, one with a
+	// feature on (With) and one without, one after the other; the report
+	// sets each against its partner. PairOf is the feature: endpoint ("",
+	// one attached: Delivery), sweep (Stripe's missed-event sweep) or
+	// tracing.
+	Pair   int    `json:"pair,omitempty"`
+	PairOf string `json:"pair_of,omitempty"`
+	With   bool   `json:"with,omitempty"`
 }
 
 // level is one wrk run and what followed it.
@@ -151,14 +167,39 @@ type level struct {
 	Published      int     `json:"nats_published,omitempty"`
 	PublishSeconds float64 `json:"nats_publish_seconds,omitempty"`
 	PublishBacklog int     `json:"nats_backlog,omitempty"`
+	// With -stripe-api: from the first send until the last event was
+	// applied, the events paygate's sweeps listed (paygate_sweep_events_total),
+	// those of them they ingested as missing, the list pages the account
+	// answered, and how many of the level's own events those carried.
+	SweepListed int `json:"sweep_listed,omitempty"`
+	SweepNew    int `json:"sweep_new,omitempty"`
+	SweepPages  int `json:"sweep_pages,omitempty"`
+	SweepOwn    int `json:"sweep_own,omitempty"`
+	// With -traces: the spans the receiver took from the first send until
+	// the end of the level (with -budget, 11 s after the last event was
+	// applied: longer than the exporter's 5 s batching).
+	Spans int64 `json:"spans,omitempty"`
 }
 
 func run(ctx context.Context, o runOptions) (series, error) {
-	s := series{Label: o.label, Floor: o.floor, Instances: o.instances, Proxied: o.proxied, Delivery: o.delivery, NATS: o.nats, Pair: o.pair}
-	if o.delivery && o.pair <= 0 {
-		// Alone, a run's rate moves with the machine by more than an
-		// endpoint costs: the report sets it against its partner.
-		return s, errors.New("-delivery needs -pair: a run with an endpoint is one of a pair with a run without")
+	s := series{Label: o.label, Floor: o.floor, Instances: o.instances, Proxied: o.proxied, Delivery: o.delivery, NATS: o.nats,
+		Pair: o.pair, With: o.with || o.delivery}
+	if o.pair > 0 && o.pairOf != "endpoint" {
+		s.PairOf = o.pairOf
+	}
+	switch {
+	case (o.delivery || o.with) && o.pair <= 0:
+		// Alone, a run's rate moves with the machine by more than a
+		// feature costs: the report sets it against its partner.
+		return s, errors.New("-delivery and -with need -pair: a run with a feature on is one of a pair with a run without")
+	case !slices.Contains([]string{"endpoint", "sweep", "tracing"}, o.pairOf):
+		return s, fmt.Errorf("-pair-of %q: endpoint, sweep or tracing", o.pairOf)
+	case o.with && o.pairOf == "endpoint":
+		return s, errors.New("-with: an endpoint pair's run with one attached is -delivery")
+	case o.with && o.pairOf == "sweep" && o.stripeAPI == "":
+		return s, errors.New("-with -pair-of sweep needs -stripe-api: the sweep lists the run's events from it")
+	case o.with && o.pairOf == "tracing" && o.traces == "":
+		return s, errors.New("-with -pair-of tracing needs -traces: the spans are counted at the receiver")
 	}
 	target, err := url.Parse(o.url)
 	if err != nil || target.Host == "" {
@@ -189,6 +230,16 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		}
 		defer db.Close(ctx)
 	}
+	var account *stripeAccount
+	if o.stripeAPI != "" {
+		account = newStripeAccount(o.stripeAPIKey)
+		stop, err := account.serve(o.stripeAPI)
+		if err != nil {
+			return s, fmt.Errorf("-stripe-api: %w", err)
+		}
+		defer stop()
+	}
+	batch := 0
 	// viewed: each measured level also gets PostgreSQL's own view of its
 	// statements.
 	viewed := false
@@ -212,7 +263,18 @@ func run(ctx context.Context, o runOptions) (series, error) {
 			events = floorRequests
 		}
 		lv := level{Connections: conns, Events: events, Offered: rate}
-		ds := distinctEvents(events, o.refundShare)
+		var ds []delivery
+		if account != nil {
+			pace := expected(expect, conns)
+			if rate > 0 {
+				pace = float64(rate)
+			}
+			ds = stampedEvents(events, o.refundShare, account.nextStart(), pace)
+			batch++
+			account.add(batch, ds)
+		} else {
+			ds = distinctEvents(events, o.refundShare)
+		}
 		expected := time.Duration(float64(time.Second) * o.seconds)
 		if rate > 0 {
 			expected = time.Duration(float64(time.Second) * float64(events) / float64(rate))
@@ -226,6 +288,16 @@ func run(ctx context.Context, o runOptions) (series, error) {
 			w.duration = expected
 		}
 		before := scrapeAll(bases)
+		var pagesBefore int
+		if account != nil {
+			pagesBefore, _ = account.served(batch)
+		}
+		var spansBefore int64
+		if o.traces != "" {
+			if spansBefore, err = readCount(o.traces + "/spans"); err != nil {
+				return lv, err
+			}
+		}
 		var (
 			dbBefore dbCounters
 			machine  machineReadings
@@ -292,6 +364,9 @@ func run(ctx context.Context, o runOptions) (series, error) {
 				lv.PublishSeconds = took.Seconds()
 			}
 		}
+		if account != nil {
+			lv.sweepRead(before, scrapeAll(bases), pagesBefore, account, batch)
+		}
 		if measure {
 			// Before the wait below, in which paygate and the server idle.
 			machine.read(readCPU(pids, o.receiverPID)) // every event applied (and delivered)
@@ -318,6 +393,13 @@ func run(ctx context.Context, o runOptions) (series, error) {
 			}
 		}
 		applied := scrapeAll(bases)
+		if o.traces != "" {
+			spans, err := readCount(o.traces + "/spans")
+			if err != nil {
+				return lv, err
+			}
+			lv.Spans = spans - spansBefore
+		}
 		lv.Ingest = ingested.stats("paygate_ingest_batch").minus(before.stats("paygate_ingest_batch"))
 		lv.Apply = applied.stats("paygate_apply_batch").minus(before.stats("paygate_apply_batch"))
 		return lv, nil
@@ -342,6 +424,12 @@ func run(ctx context.Context, o runOptions) (series, error) {
 			return s, fmt.Errorf("warm-up: analyze: %w", err)
 		}
 	}
+	time.Sleep(o.hold)
+	if o.with && o.pairOf == "sweep" {
+		if err := awaitSweep(bases, 2*time.Minute); err != nil {
+			return s, err
+		}
+	}
 	for _, c := range levels {
 		lv, err := once("c"+strconv.Itoa(c), c, int(o.seconds*expected(expect, c)), 0)
 		if err != nil {
@@ -364,6 +452,72 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		_ = os.Remove(fmt.Sprintf("%s.done.%d", prefix, t))
 	}
 	return s, nil
+}
+
+// sweepRead sets what paygate's sweeps listed between the scrapes before
+// and after, the pages the account served since it had served
+// pagesBefore, and how many of batch's events they carried.
+func (lv *level) sweepRead(before, after metrics, pagesBefore int, account *stripeAccount, batch int) {
+	known0, new0 := sweepCounts(before)
+	known1, new1 := sweepCounts(after)
+	lv.SweepListed, lv.SweepNew = int(known1+new1-known0-new0), int(new1-new0)
+	pages, own := account.served(batch)
+	lv.SweepPages, lv.SweepOwn = pages-pagesBefore, own
+}
+
+// sweepCounts are paygate_sweep_events_total's known and new events.
+func sweepCounts(m metrics) (known, fresh float64) {
+	for name, v := range m {
+		if !strings.HasPrefix(name, "paygate_sweep_events_total{") {
+			continue
+		}
+		switch {
+		case strings.Contains(name, `result="known"`):
+			known += v
+		case strings.Contains(name, `result="new"`):
+			fresh += v
+		}
+	}
+	return known, fresh
+}
+
+// awaitSweep waits until paygate's sweep has listed events: its first
+// runs one period after its instance leads, which would otherwise fall in
+// the measured level, or never.
+func awaitSweep(bases []string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		known, fresh := sweepCounts(scrapeAll(bases))
+		if known+fresh > 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the sweep listed nothing in %s (PAYGATE_STRIPE_SWEEP_EVERY, PAYGATE_STRIPE_API_URL and _KEY set? paygate_sweep_errors_total?)", timeout)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// readCount reads a count a receiver answers at url, a number on a line.
+func readCount(url string) (int64, error) {
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %q is not a count", url, b)
+	}
+	return n, nil
 }
 
 // parseExpect reads "16=2500,64=4500": expected events/s by connections.
