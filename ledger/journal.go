@@ -428,21 +428,6 @@ func convertedAmount(side string) string {
 	return `CASE WHEN x.rate IS NULL THEN e.` + side + ` ELSE round(e.` + side + ` * x.rate, $5) END`
 }
 
-// unconvertedQuery counts the movements in another currency than the
-// books currency posted in [$1, $2) that no settlement into it reached
-// by $2.
-const unconvertedQuery = `WITH ` + settledCTE + `
-SELECT count(*) FROM ledger_transactions t
-WHERE t.posted_at >= $1 AND t.posted_at < $2 AND t.currency <> $3 AND t.exchange_rate IS NULL
-  AND ($4 = '' OR t.currency = $4)
-  AND NOT EXISTS (SELECT 1 FROM converted c WHERE c.id = t.id AND c.at < $2)`
-
-func countUnconverted(ctx context.Context, q Querier, o JournalOpts, books string) (int, error) {
-	var n int
-	err := q.QueryRow(ctx, unconvertedQuery, o.From, o.To, books, o.Currency).Scan(&n)
-	return n, err
-}
-
 // journalsByDayIn is journalsByDay in the books currency: one journal a
 // day, each exported movement's lines converted, a converted movement's
 // rounding difference on fx_clearing, every account netted, in the

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"cmp"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -235,8 +236,8 @@ func TestJournalInBooksCurrency(t *testing.T) {
 			exportedIn bool
 		}
 		var (
-			want        = map[string]counted{}
-			unconverted int
+			want = map[string]counted{}
+			left []*modelMovement // posted in the range, not settled into books by its end
 		)
 		in := func(t time.Time) bool { return !t.Before(from) && t.Before(to) }
 		for _, m := range moves {
@@ -256,7 +257,7 @@ func TestJournalInBooksCurrency(t *testing.T) {
 			for i, m := range ms {
 				if i >= len(settlements) {
 					if in(m.tx.OccurredAt) {
-						unconverted++
+						left = append(left, m)
 					}
 					continue
 				}
@@ -268,15 +269,16 @@ func TestJournalInBooksCurrency(t *testing.T) {
 				if in(exportAt) {
 					want["PG-T"+strconv.FormatInt(m.id, 10)] = counted{m: m, rate: s.rate, at: exportAt}
 				} else if in(m.tx.OccurredAt) {
-					unconverted++
+					left = append(left, m)
 				}
 			}
 		}
 		for _, m := range moves {
 			if m.tx.Currency != books && m.tx.PaymentID == "" && in(m.tx.OccurredAt) {
-				unconverted++ // a payout in another currency: never converted
+				left = append(left, m) // a payout in another currency: never converted
 			}
 		}
+		unconverted := len(left)
 
 		// What the model expects by transaction, and its sales.
 		wantJournals := map[string]map[string]decimal.Decimal{}
@@ -307,6 +309,7 @@ func TestJournalInBooksCurrency(t *testing.T) {
 		unit := minorUnit(books)
 		exp, _ := ledger.Exponent(books)
 		settings := ledger.ExportSettings{XeroTaxRate: "Tax Exempt", BooksCurrency: books}
+		exported := map[string]bool{} // the journals of the exports by transaction
 		for _, format := range []ledger.JournalFormat{ledger.JournalXero, ledger.JournalQuickBooks} {
 			totals := map[ledger.JournalGranularity]map[string]decimal.Decimal{}
 			for _, g := range ledger.JournalGranularities {
@@ -335,6 +338,9 @@ func TestJournalInBooksCurrency(t *testing.T) {
 					continue
 				}
 				require.Equal(rt, sortedKeys(wantJournals), sortedKeys(got), "%s: the journals are the movements in %s or settled into it", format, books)
+				for id := range got {
+					exported[id] = true
+				}
 				for id, w := range wantJournals {
 					require.Equal(rt, decimalsText(w), decimalsText(got[id]), "%s %s", format, id)
 				}
@@ -352,7 +358,81 @@ func TestJournalInBooksCurrency(t *testing.T) {
 			require.Equal(rt, decimalsText(totals[ledger.JournalByTransaction]), decimalsText(totals[ledger.JournalByDay]),
 				"%s: by day, each account sums what it does by transaction", format)
 		}
+
+		// The movements left out, listed a page at a time: the model's, in
+		// posting order, each as the ledger holds it.
+		slices.SortFunc(left, func(x, y *modelMovement) int {
+			return cmp.Or(x.tx.OccurredAt.Compare(y.tx.OccurredAt), cmp.Compare(x.id, y.id))
+		})
+		page := rapid.IntRange(1, 4).Draw(rt, "page")
+		listed := listUnconverted(rt, b, ledger.UnconvertedFilter{From: from, To: to, BooksCurrency: books}, page)
+		require.Len(rt, listed, len(left), "the list holds what the exports count")
+		for i, m := range left {
+			l := listed[i]
+			require.Equal(rt, []any{m.id, m.tx.Ref, m.tx.Kind, m.tx.Currency, m.tx.PaymentID},
+				[]any{l.ID, l.Ref, l.Kind, l.Currency, l.PaymentID}, "movement %d of the list", i)
+			require.True(rt, m.tx.OccurredAt.Equal(l.PostedAt), "%s posted at %s, listed at %s", m.tx.Ref, m.tx.OccurredAt, l.PostedAt)
+			debits := decimal.Zero
+			for _, e := range m.tx.Entries {
+				debits = debits.Add(e.Debit)
+			}
+			require.Equal(rt, ledger.Format(debits, m.tx.Currency), ledger.Format(l.Amount, m.tx.Currency), "%s moves its debits", m.tx.Ref)
+		}
+		// Whatever the model says: of the range's movements in another
+		// currency, each is either in the export by transaction or in the
+		// list, never both, never neither.
+		isListed := map[int64]bool{}
+		for _, l := range listed {
+			isListed[l.ID] = true
+		}
+		for _, m := range moves {
+			if m.tx.Currency == books || !in(m.tx.OccurredAt) {
+				continue
+			}
+			require.NotEqual(rt, isListed[m.id], exported["PG-T"+strconv.FormatInt(m.id, 10)],
+				"%s (%s): exported or listed, exactly one of them", m.tx.Ref, m.tx.Currency)
+		}
+		// For any day of the range (and the day before it), and any one
+		// currency, the list is as long as the exports' count.
+		for day := -1; day < 4; day++ {
+			f := ledger.UnconvertedFilter{From: from.AddDate(0, 0, day), To: from.AddDate(0, 0, day+1), BooksCurrency: books}
+			if day == 3 {
+				f.From, f.To, f.Currency = from, to, rapid.SampledFrom(currencies).Draw(rt, "list_currency")
+			}
+			var buf strings.Builder
+			sum, err := ledger.WriteJournal(b.ctx, b.pool, &buf, ledger.JournalOpts{From: f.From, To: f.To, Format: ledger.JournalQuickBooks,
+				Granularity: ledger.JournalByDay, Currency: f.Currency, Settings: settings})
+			require.NoError(rt, err)
+			require.Len(rt, listUnconverted(rt, b, f, page), sum.Unconverted, "[%s, %s) in %q", f.From, f.To, f.Currency)
+		}
 	})
+}
+
+// listUnconverted reads every page of ListUnconverted, limit at a time.
+func listUnconverted(t tb, b *testBundle, f ledger.UnconvertedFilter, limit int) []ledger.UnconvertedMovement {
+	t.Helper()
+	var (
+		out    []ledger.UnconvertedMovement
+		cursor string
+	)
+	for {
+		page, next, err := ledger.ListUnconverted(b.ctx, b.pool, f, cursor, limit)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(page), limit)
+		for _, m := range page {
+			if n := len(out); n > 0 {
+				last := out[n-1]
+				require.True(t, last.PostedAt.Before(m.PostedAt) || last.PostedAt.Equal(m.PostedAt) && last.ID < m.ID,
+					"%s (%d) follows %s (%d): posting order, each movement once", m.Ref, m.ID, last.Ref, last.ID)
+			}
+			out = append(out, m)
+		}
+		if next == "" {
+			return out
+		}
+		require.Len(t, page, limit, "a page before the last is full")
+		cursor = next
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {
