@@ -30,6 +30,7 @@ func (s *Server) booksRoutes(v1 *echo.Group) {
 	s.post(v1, "/ledger/periods/:period/close", s.closePeriod, nil, RoleFinance)
 	v1.GET("/ledger/periods/:period/journal.csv", s.getPeriodJournal, finance)
 	v1.GET("/ledger/journal.csv", s.getJournal, finance)
+	v1.GET("/ledger/unconverted", s.listUnconverted, finance)
 }
 
 // journalExportTimeout bounds an export instead of RequestTimeout: a month
@@ -246,13 +247,10 @@ func journalFormat(c echo.Context) (ledger.JournalFormat, error) {
 	return f, nil
 }
 
-// getJournal streams the journals of the days from..to (UTC, both
-// inclusive, by posted_at).
-func (s *Server) getJournal(c echo.Context) error {
-	format, err := journalFormat(c)
-	if err != nil {
-		return err
-	}
+// dayRange reads ?from= and ?to=, UTC days both inclusive, as the
+// instants [from, to) they cover. It fails with a 400 naming what is
+// expected.
+func dayRange(c echo.Context) (from, to time.Time, err error) {
 	day := func(name string) (time.Time, error) {
 		v := c.QueryParam(name)
 		if v == "" {
@@ -264,17 +262,39 @@ func (s *Server) getJournal(c echo.Context) error {
 		}
 		return d, nil
 	}
-	from, err := day("from")
-	if err != nil {
-		return err
+	if from, err = day("from"); err != nil {
+		return from, to, err
 	}
-	to, err := day("to")
-	if err != nil {
-		return err
+	if to, err = day("to"); err != nil {
+		return from, to, err
 	}
 	if to.Before(from) {
-		return badRequest("to (%s) is before from (%s)", to.Format(time.DateOnly), from.Format(time.DateOnly))
+		return from, to, badRequest("to (%s) is before from (%s)", to.Format(time.DateOnly), from.Format(time.DateOnly))
 	}
+	return from, to.AddDate(0, 0, 1), nil
+}
+
+// currencyParam reads ?currency=, "" when absent.
+func currencyParam(c echo.Context) (string, error) {
+	currency := c.QueryParam("currency")
+	if currency != "" && !currencyCode.MatchString(currency) {
+		return "", badRequest("currency must be a lowercase ISO 4217 code such as usd")
+	}
+	return currency, nil
+}
+
+// getJournal streams the journals of the days from..to (UTC, both
+// inclusive, by posted_at).
+func (s *Server) getJournal(c echo.Context) error {
+	format, err := journalFormat(c)
+	if err != nil {
+		return err
+	}
+	from, end, err := dayRange(c)
+	if err != nil {
+		return err
+	}
+	to := end.AddDate(0, 0, -1)
 	g := ledger.JournalGranularity(c.QueryParam("granularity"))
 	switch {
 	case g == "":
@@ -282,15 +302,15 @@ func (s *Server) getJournal(c echo.Context) error {
 	case !g.Valid():
 		return badRequest("granularity must be day or transaction")
 	}
-	currency := c.QueryParam("currency")
-	if currency != "" && !currencyCode.MatchString(currency) {
-		return badRequest("currency must be a lowercase ISO 4217 code such as usd")
+	currency, err := currencyParam(c)
+	if err != nil {
+		return err
 	}
 	part, err := journalPart(c)
 	if err != nil {
 		return err
 	}
-	o := ledger.JournalOpts{From: from, To: to.AddDate(0, 0, 1), Format: format, Granularity: g, Currency: currency,
+	o := ledger.JournalOpts{From: from, To: end, Format: format, Granularity: g, Currency: currency,
 		Settings: s.exportSettings(), Part: part}
 	name := fmt.Sprintf("paygate-journal-%s-%s-%s-%s", from.Format(time.DateOnly), to.Format(time.DateOnly), format, g)
 	if currency != "" {
@@ -383,4 +403,62 @@ func (s *Server) streamJournal(c echo.Context, name string, o ledger.JournalOpts
 		s.config.Logger.ErrorContext(ctx, "a closed period's export differs from its kept digest", "file", name)
 	}
 	return nil
+}
+
+// UnconvertedMovementView is a ledger transaction that the Xero and
+// QuickBooks exports of a range leave out: in another currency than the
+// books currency, and not settled into it by the range's end.
+type UnconvertedMovementView struct {
+	// ID is the transaction's id: its journal is PG-T<id> in the exports
+	// by transaction (the generic one has it now; Xero's and QuickBooks'
+	// once it is settled).
+	ID       int64       `json:"id"`
+	Ref      string      `json:"ref"`
+	PostedAt time.Time   `json:"posted_at"`
+	Kind     ledger.Kind `json:"kind"`
+	Currency string      `json:"currency"`
+	// Amount is what it moves, the sum of its debits, in its own
+	// currency.
+	Amount string `json:"amount"`
+	// PaymentID is null for a movement of no payment (a payout);
+	// Reference is the payment's order reference, null when it has none.
+	PaymentID *string `json:"payment_id"`
+	Reference *string `json:"reference"`
+}
+
+// UnconvertedPage is the body of GET /v1/ledger/unconverted.
+type UnconvertedPage struct {
+	Movements     []UnconvertedMovementView `json:"movements"`
+	BooksCurrency string                    `json:"books_currency"`
+	NextCursor    *string                   `json:"next_cursor"`
+}
+
+// listUnconverted answers the movements that the Xero and QuickBooks
+// exports of the days from..to leave out (what their
+// Paygate-Unconverted-Movements counts), in posting order.
+func (s *Server) listUnconverted(c echo.Context) error {
+	from, to, err := dayRange(c)
+	if err != nil {
+		return err
+	}
+	currency, err := currencyParam(c)
+	if err != nil {
+		return err
+	}
+	page, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	books := s.exportSettings().BooksCurrency
+	list, next, err := ledger.ListUnconverted(c.Request().Context(), s.config.Pool,
+		ledger.UnconvertedFilter{From: from, To: to, BooksCurrency: books, Currency: currency}, page.Cursor, page.Limit)
+	if err != nil {
+		return cursorErr(err)
+	}
+	out := UnconvertedPage{Movements: make([]UnconvertedMovementView, 0, len(list)), BooksCurrency: books, NextCursor: nullable(next)}
+	for _, m := range list {
+		out.Movements = append(out.Movements, UnconvertedMovementView{ID: m.ID, Ref: m.Ref, PostedAt: m.PostedAt, Kind: m.Kind,
+			Currency: m.Currency, Amount: amount(m.Amount, m.Currency), PaymentID: nullable(m.PaymentID), Reference: nullable(m.Reference)})
+	}
+	return writeJSON(c, http.StatusOK, out)
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -128,4 +129,96 @@ func TestJournalExportHeadersAndParts(t *testing.T) {
 	}
 	_, body = get("/v1/ledger/journal.csv?from=2026-03-01&to=2026-03-31&format=quickbooks")
 	require.Contains(t, body, "PG-20260301-USD,03/01/2026,4000,,163.83,paygate usd 2026-03-01\n")
+}
+
+// TestUnconvertedMovementsList: GET /v1/ledger/unconverted lists the
+// movements the Xero and QuickBooks exports of the same days leave out,
+// as many as their Paygate-Unconverted-Movements counts, with their
+// payment and its order reference, in posting order and in pages; one
+// currency lists its own; finance only; bad days, currency or cursor are
+// 400.
+func TestUnconvertedMovementsList(t *testing.T) {
+	t.Parallel()
+	b := booksBundle(t)
+	d := decimal.RequireFromString
+	at := func(day, hour int) time.Time { return time.Date(2026, 2, day, hour, 0, 0, 0, time.UTC) }
+	b.post(t, ledger.NewCapture("stripe:capture:ch_gbp", "pi_gbp", "evt", "gbp", d("129.00"), at(6, 9)))
+	b.post(t, ledger.NewRefund("stripe:refund:re_gbp", "pi_gbp", "evt", "gbp", d("29.00"), at(8, 9)))
+	b.post(t, ledger.NewCapture("stripe:capture:ch_eur", "pi_eur", "evt", "eur", d("45.00"), at(5, 9)))
+	for _, leg := range ledger.NewSettlement(func(c string) string { return "stripe:fx:txn_eur:" + c }, "pi_eur", "evt",
+		ledger.Money{Amount: d("45.00"), Currency: "eur"}, ledger.Money{Amount: d("48.83"), Currency: "usd"}, d("1.085"), at(5, 9)) {
+		b.post(t, leg)
+	}
+	b.post(t, ledger.NewPayout("stripe:payout:po_eur", "evt", "eur", d("300.00"), at(7, 9)))
+	b.learnReference(t, "pi_gbp", "ord-1042")
+
+	list := func(query string) api.UnconvertedPage {
+		t.Helper()
+		rec := b.do(t, http.MethodGet, "/v1/ledger/unconverted?"+query, financeTok, "", "")
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		var page api.UnconvertedPage
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &page))
+		return page
+	}
+	counted := func(query string) int {
+		t.Helper()
+		rec := b.do(t, http.MethodGet, "/v1/ledger/journal.csv?format=quickbooks&"+query, financeTok, "", "")
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		return atoi(t, rec.Header().Get(api.HeaderUnconvertedMovements))
+	}
+	const feb = "from=2026-02-01&to=2026-02-28"
+	page := list(feb)
+	require.Equal(t, "usd", page.BooksCurrency)
+	require.Nil(t, page.NextCursor)
+	require.Len(t, page.Movements, counted(feb), "the movements the exports count")
+	var rows []string
+	for _, m := range page.Movements {
+		rows = append(rows, fmt.Sprintf("%s %s %s %s %s %s %s", m.PostedAt.Format(time.RFC3339), m.Ref, m.Kind, m.Currency, m.Amount,
+			orDash(m.PaymentID), orDash(m.Reference)))
+	}
+	require.Equal(t, []string{
+		"2026-02-06T09:00:00Z stripe:capture:ch_gbp capture gbp 129.00 pi_gbp ord-1042",
+		"2026-02-07T09:00:00Z stripe:payout:po_eur payout eur 300.00 - -",
+		"2026-02-08T09:00:00Z stripe:refund:re_gbp refund gbp 29.00 pi_gbp ord-1042",
+	}, rows, "the euros settled into dollars are exported, not listed")
+
+	var paged []api.UnconvertedMovementView
+	cursor := ""
+	for range 4 {
+		p := list(feb + "&limit=1" + cursor)
+		paged = append(paged, p.Movements...)
+		if p.NextCursor == nil {
+			break
+		}
+		cursor = "&cursor=" + *p.NextCursor
+	}
+	require.Equal(t, page.Movements, paged, "a page at a time")
+
+	for _, q := range []string{feb + "&currency=eur", "from=2026-02-06&to=2026-02-06", "from=2026-03-01&to=2026-03-31"} {
+		require.Len(t, list(q).Movements, counted(q), q)
+	}
+	require.Len(t, list(feb+"&currency=eur").Movements, 1)
+
+	rec := b.do(t, http.MethodGet, "/v1/ledger/unconverted?"+feb, opsTok, "", "")
+	require.Equal(t, http.StatusForbidden, rec.Code, "finance's, as the exports")
+	for query, detail := range map[string]string{
+		"to=2026-02-28":                  "from is required",
+		"from=2026-02-28&to=2026-02-01":  "is before from",
+		"from=2026-02-01&to=2026-02-31":  "to must be a UTC day",
+		feb + "&currency=GBP":            "currency must be a lowercase ISO 4217 code",
+		feb + "&cursor=bm90LWEtY3Vyc29y": "cursor is not one this API handed out",
+		feb + "&limit=0":                 "limit must be a whole number",
+	} {
+		rec := b.do(t, http.MethodGet, "/v1/ledger/unconverted?"+query, financeTok, "", "")
+		require.Equal(t, http.StatusBadRequest, rec.Code, query)
+		require.Contains(t, rec.Body.String(), detail, query)
+	}
+}
+
+// orDash shows a nullable string, "-" for null.
+func orDash(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return *s
 }

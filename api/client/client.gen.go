@@ -284,37 +284,37 @@ func (e LedgerPeriodStatus) Valid() bool {
 
 // Defines values for LedgerTransactionKind.
 const (
-	Adjustment           LedgerTransactionKind = "adjustment"
-	Capture              LedgerTransactionKind = "capture"
-	DisputeReinstatement LedgerTransactionKind = "dispute_reinstatement"
-	DisputeWithdrawal    LedgerTransactionKind = "dispute_withdrawal"
-	Fee                  LedgerTransactionKind = "fee"
-	Payout               LedgerTransactionKind = "payout"
-	PayoutReversal       LedgerTransactionKind = "payout_reversal"
-	Refund               LedgerTransactionKind = "refund"
-	RefundReversal       LedgerTransactionKind = "refund_reversal"
+	LedgerTransactionKindAdjustment           LedgerTransactionKind = "adjustment"
+	LedgerTransactionKindCapture              LedgerTransactionKind = "capture"
+	LedgerTransactionKindDisputeReinstatement LedgerTransactionKind = "dispute_reinstatement"
+	LedgerTransactionKindDisputeWithdrawal    LedgerTransactionKind = "dispute_withdrawal"
+	LedgerTransactionKindFee                  LedgerTransactionKind = "fee"
+	LedgerTransactionKindPayout               LedgerTransactionKind = "payout"
+	LedgerTransactionKindPayoutReversal       LedgerTransactionKind = "payout_reversal"
+	LedgerTransactionKindRefund               LedgerTransactionKind = "refund"
+	LedgerTransactionKindRefundReversal       LedgerTransactionKind = "refund_reversal"
 )
 
 // Valid indicates whether the value is a known member of the LedgerTransactionKind enum.
 func (e LedgerTransactionKind) Valid() bool {
 	switch e {
-	case Adjustment:
+	case LedgerTransactionKindAdjustment:
 		return true
-	case Capture:
+	case LedgerTransactionKindCapture:
 		return true
-	case DisputeReinstatement:
+	case LedgerTransactionKindDisputeReinstatement:
 		return true
-	case DisputeWithdrawal:
+	case LedgerTransactionKindDisputeWithdrawal:
 		return true
-	case Fee:
+	case LedgerTransactionKindFee:
 		return true
-	case Payout:
+	case LedgerTransactionKindPayout:
 		return true
-	case PayoutReversal:
+	case LedgerTransactionKindPayoutReversal:
 		return true
-	case Refund:
+	case LedgerTransactionKindRefund:
 		return true
-	case RefundReversal:
+	case LedgerTransactionKindRefundReversal:
 		return true
 	default:
 		return false
@@ -645,6 +645,45 @@ func (e RunMessageDataRunStatus) Valid() bool {
 	case RunMessageDataRunStatusCompleted:
 		return true
 	case RunMessageDataRunStatusFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UnconvertedMovementKind.
+const (
+	UnconvertedMovementKindAdjustment           UnconvertedMovementKind = "adjustment"
+	UnconvertedMovementKindCapture              UnconvertedMovementKind = "capture"
+	UnconvertedMovementKindDisputeReinstatement UnconvertedMovementKind = "dispute_reinstatement"
+	UnconvertedMovementKindDisputeWithdrawal    UnconvertedMovementKind = "dispute_withdrawal"
+	UnconvertedMovementKindFee                  UnconvertedMovementKind = "fee"
+	UnconvertedMovementKindPayout               UnconvertedMovementKind = "payout"
+	UnconvertedMovementKindPayoutReversal       UnconvertedMovementKind = "payout_reversal"
+	UnconvertedMovementKindRefund               UnconvertedMovementKind = "refund"
+	UnconvertedMovementKindRefundReversal       UnconvertedMovementKind = "refund_reversal"
+)
+
+// Valid indicates whether the value is a known member of the UnconvertedMovementKind enum.
+func (e UnconvertedMovementKind) Valid() bool {
+	switch e {
+	case UnconvertedMovementKindAdjustment:
+		return true
+	case UnconvertedMovementKindCapture:
+		return true
+	case UnconvertedMovementKindDisputeReinstatement:
+		return true
+	case UnconvertedMovementKindDisputeWithdrawal:
+		return true
+	case UnconvertedMovementKindFee:
+		return true
+	case UnconvertedMovementKindPayout:
+		return true
+	case UnconvertedMovementKindPayoutReversal:
+		return true
+	case UnconvertedMovementKindRefund:
+		return true
+	case UnconvertedMovementKindRefundReversal:
 		return true
 	default:
 		return false
@@ -1975,6 +2014,44 @@ type TrialBalance struct {
 	} `json:"currencies"`
 }
 
+// UnconvertedMovement A ledger transaction the xero and quickbooks exports leave out, not yet settled into the books currency.
+type UnconvertedMovement struct {
+	// Amount what it moves, the sum of its debits, as a decimal in its currency's major unit, e.g. "129.00"
+	Amount string `json:"amount"`
+
+	// Currency the currency it was made in, lowercase ISO 4217
+	Currency string `json:"currency"`
+
+	// ID the ledger transaction's id: its journal is PG-T<id> in the exports by transaction
+	ID   int                     `json:"id"`
+	Kind UnconvertedMovementKind `json:"kind"`
+
+	// PaymentID its payment; null for a movement of no payment (a payout)
+	PaymentID *string `json:"payment_id"`
+
+	// PostedAt when the transaction counts in the books
+	PostedAt time.Time `json:"posted_at"`
+
+	// Ref the ledger transaction's reference, as in GET /v1/payments/{payment_id}/ledger
+	Ref string `json:"ref"`
+
+	// Reference the payment's order reference as it stands; null when it has none
+	Reference *string `json:"reference"`
+}
+
+// UnconvertedMovementKind defines model for UnconvertedMovement.Kind.
+type UnconvertedMovementKind string
+
+// UnconvertedPage defines model for UnconvertedPage.
+type UnconvertedPage struct {
+	// BooksCurrency PAYGATE_BOOKS_CURRENCY: the currency the movements are not yet settled into
+	BooksCurrency string                `json:"books_currency"`
+	Movements     []UnconvertedMovement `json:"movements"`
+
+	// NextCursor pass as ?cursor= for the next page; null at the end
+	NextCursor *string `json:"next_cursor"`
+}
+
 // WebhookResponse defines model for WebhookResponse.
 type WebhookResponse struct {
 	// Duplicate true when the event id was already in the inbox; nothing new was stored
@@ -2176,6 +2253,24 @@ type GetLedgerPeriodJournalParamsFormat string
 type GetTrialBalanceParams struct {
 	// AsOf an RFC 3339 instant, e.g. 2026-03-31T23:59:59Z
 	AsOf *time.Time `form:"as_of,omitempty" json:"as_of,omitempty"`
+}
+
+// ListUnconvertedMovementsParams defines parameters for ListUnconvertedMovements.
+type ListUnconvertedMovementsParams struct {
+	// From the first UTC day, YYYY-MM-DD
+	From openapi_types.Date `form:"from" json:"from"`
+
+	// To the last UTC day, YYYY-MM-DD (inclusive)
+	To openapi_types.Date `form:"to" json:"to"`
+
+	// Currency only the movements made in this currency (what the exports' ?currency= leaves out)
+	Currency *string `form:"currency,omitempty" json:"currency,omitempty"`
+
+	// Cursor opaque cursor from next_cursor
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit page size, 1 to 500 (larger values are capped)
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // ResendMessageParams defines parameters for ResendMessage.
@@ -2778,6 +2873,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/ledger/trial-balance (the `GetTrialBalance` operationId).
 	GetTrialBalance(ctx context.Context, params *GetTrialBalanceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListUnconvertedMovements Movements the Xero and QuickBooks exports of the days from..to leave out
+	//
+	// The ledger transactions posted (posted_at) in the UTC days from..to, both inclusive, that the xero and quickbooks journal exports of those days leave out: in another currency than PAYGATE_BOOKS_CURRENCY, and not settled into it by the provider by the end of the last day. The very movements the exports' Paygate-Unconverted-Movements header counts, in posting order (posted_at, then id), a page at a time. Each is exported, converted at its settlement's rate, with the days of its settlement; the generic export has it now, as it is.
+	//
+	// Corresponds with GET /v1/ledger/unconverted (the `ListUnconvertedMovements` operationId).
+	ListUnconvertedMovements(ctx context.Context, params *ListUnconvertedMovementsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetMe Who this token is: its identity and roles
 	//
@@ -3465,6 +3567,23 @@ func (c *Client) GetLedgerPeriodJournal(ctx context.Context, period Period, para
 // Corresponds with GET /v1/ledger/trial-balance (the `GetTrialBalance` operationId).
 func (c *Client) GetTrialBalance(ctx context.Context, params *GetTrialBalanceParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetTrialBalanceRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListUnconvertedMovements Movements the Xero and QuickBooks exports of the days from..to leave out
+//
+// The ledger transactions posted (posted_at) in the UTC days from..to, both inclusive, that the xero and quickbooks journal exports of those days leave out: in another currency than PAYGATE_BOOKS_CURRENCY, and not settled into it by the provider by the end of the last day. The very movements the exports' Paygate-Unconverted-Movements header counts, in posting order (posted_at, then id), a page at a time. Each is exported, converted at its settlement's rate, with the days of its settlement; the generic export has it now, as it is.
+//
+// Corresponds with GET /v1/ledger/unconverted (the `ListUnconvertedMovements` operationId).
+func (c *Client) ListUnconvertedMovements(ctx context.Context, params *ListUnconvertedMovementsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListUnconvertedMovementsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5324,6 +5443,100 @@ func NewGetTrialBalanceRequest(server string, params *GetTrialBalanceParams) (*h
 		if params.AsOf != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "as_of", *params.AsOf, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListUnconvertedMovementsRequest constructs an http.Request for the ListUnconvertedMovements method
+func NewListUnconvertedMovementsRequest(server string, params *ListUnconvertedMovementsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/ledger/unconverted")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Currency != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "currency", *params.Currency, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -7243,6 +7456,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/ledger/trial-balance (the `GetTrialBalance` operationId).
 	GetTrialBalanceWithResponse(ctx context.Context, params *GetTrialBalanceParams, reqEditors ...RequestEditorFn) (*GetTrialBalanceResponse, error)
+
+	// ListUnconvertedMovementsWithResponse Movements the Xero and QuickBooks exports of the days from..to leave out
+	//
+	// The ledger transactions posted (posted_at) in the UTC days from..to, both inclusive, that the xero and quickbooks journal exports of those days leave out: in another currency than PAYGATE_BOOKS_CURRENCY, and not settled into it by the provider by the end of the last day. The very movements the exports' Paygate-Unconverted-Movements header counts, in posting order (posted_at, then id), a page at a time. Each is exported, converted at its settlement's rate, with the days of its settlement; the generic export has it now, as it is.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/ledger/unconverted (the `ListUnconvertedMovements` operationId).
+	ListUnconvertedMovementsWithResponse(ctx context.Context, params *ListUnconvertedMovementsParams, reqEditors ...RequestEditorFn) (*ListUnconvertedMovementsResponse, error)
 
 	// GetMeWithResponse Who this token is: its identity and roles
 	//
@@ -9918,6 +10140,110 @@ func (r GetTrialBalanceResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetTrialBalanceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListUnconvertedMovementsResponse401Headers the declared response headers of an HTTP 401 response for ListUnconvertedMovements
+type ListUnconvertedMovementsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ListUnconvertedMovementsResponse429Headers the declared response headers of an HTTP 429 response for ListUnconvertedMovements
+type ListUnconvertedMovementsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListUnconvertedMovementsResponse503Headers the declared response headers of an HTTP 503 response for ListUnconvertedMovements
+type ListUnconvertedMovementsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListUnconvertedMovementsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UnconvertedPage
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyFailures
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *InternalError
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListUnconvertedMovementsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListUnconvertedMovementsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListUnconvertedMovementsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListUnconvertedMovementsResponse) GetJSON200() *UnconvertedPage {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListUnconvertedMovementsResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListUnconvertedMovementsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListUnconvertedMovementsResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListUnconvertedMovementsResponse) GetApplicationProblemJSON429() *TooManyFailures {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListUnconvertedMovementsResponse) GetApplicationProblemJSON500() *InternalError {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListUnconvertedMovementsResponse) GetApplicationProblemJSON503() *Unavailable {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListUnconvertedMovementsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListUnconvertedMovementsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListUnconvertedMovementsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListUnconvertedMovementsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -13431,6 +13757,21 @@ func (c *ClientWithResponses) GetTrialBalanceWithResponse(ctx context.Context, p
 	return ParseGetTrialBalanceResponse(rsp)
 }
 
+// ListUnconvertedMovementsWithResponse Movements the Xero and QuickBooks exports of the days from..to leave out
+//
+// The ledger transactions posted (posted_at) in the UTC days from..to, both inclusive, that the xero and quickbooks journal exports of those days leave out: in another currency than PAYGATE_BOOKS_CURRENCY, and not settled into it by the provider by the end of the last day. The very movements the exports' Paygate-Unconverted-Movements header counts, in posting order (posted_at, then id), a page at a time. Each is exported, converted at its settlement's rate, with the days of its settlement; the generic export has it now, as it is.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/ledger/unconverted (the `ListUnconvertedMovements` operationId).
+func (c *ClientWithResponses) ListUnconvertedMovementsWithResponse(ctx context.Context, params *ListUnconvertedMovementsParams, reqEditors ...RequestEditorFn) (*ListUnconvertedMovementsResponse, error) {
+	rsp, err := c.ListUnconvertedMovements(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListUnconvertedMovementsResponse(rsp)
+}
+
 // GetMeWithResponse Who this token is: its identity and roles
 //
 // Returns a wrapper object for the known response body format(s).
@@ -16262,6 +16603,107 @@ func ParseGetTrialBalanceResponse(rsp *http.Response) (*GetTrialBalanceResponse,
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetTrialBalanceResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListUnconvertedMovementsResponse parses an HTTP response from a ListUnconvertedMovementsWithResponse call
+func ParseListUnconvertedMovementsResponse(rsp *http.Response) (*ListUnconvertedMovementsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListUnconvertedMovementsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UnconvertedPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyFailures
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListUnconvertedMovementsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListUnconvertedMovementsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListUnconvertedMovementsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
