@@ -57,7 +57,19 @@ type importCheck struct {
 	// are, in which finance finds them.
 	Unconverted int
 	ByCurrency  []unconvertedCurrency
+	// Movements are the first of them (at most unconvertedShown), More
+	// how many others the count has, and Everything the generic export of
+	// the days by transaction, which holds them all; MovementsErr why
+	// they could not be listed.
+	Movements    []api.UnconvertedMovementView
+	More         int
+	Everything   template.URL
+	MovementsErr string
 }
+
+// unconvertedShown is the most movements left out the Books page lists: a
+// month may leave thousands out, which the API lists a page at a time.
+const unconvertedShown = 50
 
 type importPart struct {
 	N   int
@@ -122,6 +134,7 @@ func (c *Console) checkImport(ctx context.Context, token string, ic *importCheck
 	if unconverted == 0 {
 		return
 	}
+	c.listUnconverted(ctx, token, ic, days)
 	// Which currencies: the range's export of each, by day.
 	for _, cur := range currencies {
 		cq := url.Values{"format": {string(ledger.JournalQuickBooks)}, "currency": {cur}}
@@ -140,6 +153,29 @@ func (c *Console) checkImport(ctx context.Context, token string, ic *importCheck
 		ic.ByCurrency = append(ic.ByCurrency, unconvertedCurrency{Currency: cur, Count: n,
 			Generic: template.URL(basePath + "/books/journal.csv?" + gq.Encode())})
 	}
+}
+
+// listUnconverted lists the first movements the check's exports leave
+// out, as the API lists them for the same days.
+func (c *Console) listUnconverted(ctx context.Context, token string, ic *importCheck, days url.Values) {
+	q := url.Values{"limit": {strconv.Itoa(unconvertedShown)}}
+	gq := url.Values{"format": {string(ledger.JournalGeneric)}, "granularity": {string(ledger.JournalByTransaction)}}
+	for k, v := range days {
+		q[k], gq[k] = v, v
+	}
+	ic.Everything = template.URL(basePath + "/books/journal.csv?" + gq.Encode())
+	a := c.call(ctx, token, http.MethodGet, "/v1/ledger/unconverted", q, nil, "")
+	var page api.UnconvertedPage
+	switch {
+	case !a.ok():
+		ic.MovementsErr = roleProblem(a)
+		return
+	case a.decode(&page) != nil:
+		ic.MovementsErr = "The API's list of the movements left out could not be read."
+		return
+	}
+	ic.Movements = page.Movements
+	ic.More = max(ic.Unconverted-len(page.Movements), 0)
 }
 
 // importParam reads the check the Books page is asked for: a closed month

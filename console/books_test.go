@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"fmt"
 	"html"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
@@ -22,8 +25,10 @@ import (
 // TestBooksImportCheck: before importing into Xero or QuickBooks, finance
 // asks the Books page about a range of days or a closed month; it says
 // how many movements the exports leave out (not yet settled into the
-// books currency) and in which currencies, and offers each part of the
-// Xero export, whose downloads are the API's parts; ops see no check.
+// books currency), in which currencies, and which (at most 50 of them,
+// each with its payment's page and order reference, the others in the
+// generic export), and offers each part of the Xero export, whose
+// downloads are the API's parts; ops see no check.
 func TestBooksImportCheck(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -40,7 +45,13 @@ func TestBooksImportCheck(t *testing.T) {
 		ledger.NewCapture("stripe:charge:ch_gbp2:capture", "pi_gbp2", "evt", "gbp", d("34.00"), at(8, 0)))
 	legs := ledger.NewSettlement(func(c string) string { return "stripe:fx:txn_eur:" + c }, "pi_eur", "evt",
 		ledger.Money{Amount: d("45.00"), Currency: "eur"}, ledger.Money{Amount: d("48.83"), Currency: "usd"}, d("1.085"), at(6, 0))
+	// November: more movements left out than the page lists.
+	for i := range 53 {
+		txs = append(txs, ledger.NewCapture(fmt.Sprintf("stripe:charge:ch_n%d:capture", i), fmt.Sprintf("pi_n%d", i), "evt", "jpy",
+			d("800"), time.Date(2026, 11, 2, 9, 0, i, 0, time.UTC)))
+	}
 	b.post(t, append(txs, legs[:]...)...)
+	learnReference(t, b, "pi_gbp", "ord-7001")
 
 	c := client(t)
 	require.Equal(t, http.StatusSeeOther, postForm(t, c, b.srv.URL+"/console/signin", url.Values{"token": {financeTok}}).StatusCode)
@@ -51,6 +62,8 @@ func TestBooksImportCheck(t *testing.T) {
 	page = getPage(t, c, b.srv.URL+"/console/books?import_from=2026-10-01&import_to=2026-10-31&import_granularity=transaction")
 	require.Contains(t, page, `id="import-unconverted" data-count="3"`, "the captures in pounds and yen")
 	require.Equal(t, map[string]string{"gbp": "2", "jpy": "1"}, attrPairs(page, `<li data-currency="([a-z]+)" data-count="([0-9]+)"`))
+	require.Equal(t, []string{"gbp", "jpy", "gbp"}, unconvertedRows(page), "each movement left out, in posting order")
+	require.NotContains(t, page, `id="import-more"`, "all of them listed")
 	require.Contains(t, page, `id="import-xero" data-parts="2"`, "161 journals of two lines")
 	parts := regexp.MustCompile(`<a href="([^"]+)" class="xero-part" data-part="([0-9]+)"`).FindAllStringSubmatch(page, -1)
 	require.Len(t, parts, 2)
@@ -94,6 +107,7 @@ func TestBooksImportCheck(t *testing.T) {
 	require.Contains(t, page, `data-period="2026-10"`)
 	require.Contains(t, page, `id="import-unconverted" data-count="3"`)
 	require.Contains(t, page, `id="import-xero" data-parts="1"`, "by day, October is one part")
+	require.Equal(t, []string{"gbp", "jpy", "gbp"}, unconvertedRows(page))
 	part := regexp.MustCompile(`<a href="([^"]+)" class="xero-part" data-part="1"`).FindStringSubmatch(page)
 	require.NotNil(t, part)
 	require.Contains(t, html.UnescapeString(part[1]), "/console/books/periods/2026-10/journal.csv?")
@@ -105,12 +119,67 @@ func TestBooksImportCheck(t *testing.T) {
 	page = getPage(t, c, b.srv.URL+"/console/books?import_period=2026-13")
 	require.Contains(t, page, `id="import-error"`)
 
+	// In the browser: the rows as people read them, each payment a link to
+	// its page; a month of 53 left out lists 50 and says where the others
+	// are.
+	ctx := startBrowser(t)
+	signIn(t, ctx, b.srv.URL, financeTok)
+	run(t, ctx, chromedp.Navigate(b.srv.URL+"/console/books?import_from=2026-10-01&import_to=2026-10-31#import-check"),
+		chromedp.WaitVisible(chromedp.CSS("#import-movements")))
+	const cells = `[...document.querySelectorAll('#import-movements tbody tr')].map(r => [...r.cells].map(c => c.innerText.trim().replace(/\s+/g, ' ')).join(' | '))`
+	require.Equal(t, []string{
+		"2026-10-07 09:00:00 UTC | capture | gbp | £129.00 | pi_gbp ord-7001",
+		"2026-10-07 09:00:01 UTC | capture | jpy | ¥500 | pi_jpy",
+		"2026-10-08 09:00:00 UTC | capture | gbp | £34.00 | pi_gbp2",
+	}, eval[[]string](t, ctx, cells))
+	run(t, ctx, chromedp.Click(chromedp.CSS("#import-movements tbody tr:first-child a.unconverted-payment")),
+		chromedp.WaitVisible(chromedp.CSS("#payment-reference")))
+	require.Contains(t, textOf(t, ctx, "#payment-reference"), "ord-7001", "the payment's page")
+	run(t, ctx, chromedp.Navigate(b.srv.URL+"/console/books?import_from=2026-11-01&import_to=2026-11-30#import-check"),
+		chromedp.WaitVisible(chromedp.CSS("#import-movements")))
+	require.Equal(t, "53", eval[string](t, ctx, `document.querySelector('#import-unconverted').dataset.count`))
+	rows := eval[[]string](t, ctx, cells)
+	require.Len(t, rows, 50)
+	require.Equal(t, "2026-11-02 09:00:00 UTC | capture | jpy | ¥800 | pi_n0", rows[0])
+	require.Equal(t, "2026-11-02 09:00:49 UTC | capture | jpy | ¥800 | pi_n49", rows[49])
+	require.Equal(t, "3", eval[string](t, ctx, `document.querySelector('#import-more')?.dataset.count ?? 'none'`), "the others counted")
+	require.Contains(t, textOf(t, ctx, "#import-more"), "and 3 more")
+	require.Contains(t, textOf(t, ctx, "#import-more"), "GET /v1/ledger/unconverted?from=2026-11-01&to=2026-11-30")
+	more := eval[string](t, ctx, `document.querySelector('#import-more a').getAttribute('href')`)
+	_, body = download(t, c, b.srv.URL+more)
+	require.Contains(t, body, "capture stripe:charge:ch_n52:capture payment pi_n52", "the others are in the generic export")
+
 	// Ops read the books, and check no export.
 	ops := client(t)
 	require.Equal(t, http.StatusSeeOther, postForm(t, ops, b.srv.URL+"/console/signin", url.Values{"token": {opsTok}}).StatusCode)
 	page = getPage(t, ops, b.srv.URL+"/console/books?import_from=2026-10-01&import_to=2026-10-31")
 	require.NotContains(t, page, `id="import-check"`)
 	require.NotContains(t, page, `id="import-range"`)
+}
+
+// unconvertedRows are the currencies of the rows of the movements left
+// out on a Books page.
+func unconvertedRows(page string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(`<tr class="unconverted-row" data-id="[0-9]+" data-currency="([a-z]+)">`).FindAllStringSubmatch(page, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// learnReference gives payment id the merchant's order reference, as the
+// worker does when an event carries one.
+func learnReference(t *testing.T, b *testBundle, id, reference string) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		p, err := ledger.LockPaymentTx(ctx, tx, "stripe", id)
+		if err != nil {
+			return err
+		}
+		p.Details.Reference = reference
+		return ledger.SavePaymentTx(ctx, tx, p, p.State, "evt_reference_"+id)
+	}))
 }
 
 // attrPairs maps the first group of each match of pattern in page to its
