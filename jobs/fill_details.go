@@ -315,14 +315,5 @@ func (f *detailsFiller) step(ctx context.Context, rc *river.Client[pgx.Tx], afte
 // sameDetails reports whether a and b hold the same values from the same
 // events.
 func sameDetails(a, b statemachine.Details) bool {
-	if !a.Equal(b) || len(a.Stamps) != len(b.Stamps) {
-		return false
-	}
-	for f, sa := range a.Stamps {
-		sb, ok := b.Stamps[f]
-		if !ok || !sa.At.Equal(sb.At) || sa.EventID != sb.EventID || sa.Copy != sb.Copy {
-			return false
-		}
-	}
-	return true
+	return a.Equal(b) && a.Stamps.Equal(b.Stamps)
 }

@@ -520,18 +520,15 @@ func SavePaymentsTx(ctx context.Context, tx pgx.Tx, ps []Payment, changes []Stat
 // detailColumns are d as SavePaymentsTx stores it: reference, customer,
 // description, and the metadata and stamps as JSON.
 func detailColumns(d statemachine.Details) ([5]string, error) {
-	metadata, stamps := d.Metadata, d.Stamps
+	metadata := d.Metadata
 	if metadata == nil {
 		metadata = map[string]string{}
-	}
-	if stamps == nil {
-		stamps = map[statemachine.DetailField]statemachine.Stamp{}
 	}
 	m, err := json.Marshal(metadata)
 	if err != nil {
 		return [5]string{}, err
 	}
-	st, err := json.Marshal(stamps)
+	st, err := json.Marshal(d.Stamps)
 	if err != nil {
 		return [5]string{}, err
 	}

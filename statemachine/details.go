@@ -22,7 +22,7 @@ type Details struct {
 	Customer    string
 	Description string
 	Metadata    map[string]string
-	Stamps      map[DetailField]Stamp
+	Stamps      Stamps
 }
 
 // DetailField names one field of Details; the names are stored.
@@ -36,6 +36,45 @@ const (
 	FieldMetadata    DetailField = "metadata"
 )
 
+// Fields are the fields of Details, in the order they are stored.
+var Fields = [...]DetailField{FieldCustomer, FieldDescription, FieldMetadata, FieldReference}
+
+// Stamps records, per field, the event its value came from; a field not
+// known has the zero Stamp (and is left out of the stored JSON, which reads
+// as an object keyed by field name).
+type Stamps struct {
+	Customer    Stamp `json:"customer,omitzero"`
+	Description Stamp `json:"description,omitzero"`
+	Metadata    Stamp `json:"metadata,omitzero"`
+	Reference   Stamp `json:"reference,omitzero"`
+}
+
+// Of returns field f's stamp.
+func (s Stamps) Of(f DetailField) Stamp { return *s.at(f) }
+
+func (s *Stamps) at(f DetailField) *Stamp {
+	switch f {
+	case FieldCustomer:
+		return &s.Customer
+	case FieldDescription:
+		return &s.Description
+	case FieldMetadata:
+		return &s.Metadata
+	default:
+		return &s.Reference
+	}
+}
+
+// Equal reports whether s and o name the same events for every field.
+func (s Stamps) Equal(o Stamps) bool {
+	for _, f := range Fields {
+		if !s.Of(f).Equal(o.Of(f)) {
+			return false
+		}
+	}
+	return true
+}
+
 // Stamp is the event a detail's value came from: the provider's created
 // time of the event, then its id, order events. Copy marks a value read
 // from a copy of the payment's own (Stripe copies a PaymentIntent's
@@ -48,11 +87,19 @@ type Stamp struct {
 	Copy    bool      `json:"copy,omitempty"`
 }
 
+// IsZero reports whether s names no event.
+func (s Stamp) IsZero() bool { return s.At.IsZero() && s.EventID == "" && !s.Copy }
+
+// Equal reports whether s and o name the same event, alike.
+func (s Stamp) Equal(o Stamp) bool {
+	return s.At.Equal(o.At) && s.EventID == o.EventID && s.Copy == o.Copy
+}
+
 // After reports whether s is newer than o. The zero Stamp is older than
 // every other.
 func (s Stamp) After(o Stamp) bool {
-	if o == (Stamp{}) {
-		return s != o
+	if o.IsZero() {
+		return !s.IsZero()
 	}
 	if s.Copy != o.Copy {
 		return !s.Copy
@@ -84,7 +131,14 @@ func Reported(reference, customer, description string, metadata map[string]strin
 		Customer:    cut(customer, MaxDetailLen),
 		Description: cut(description, MaxDetailLen),
 	}
-	for _, k := range slices.Sorted(maps.Keys(metadata)) {
+	// Sorted only when some keys must go: which are kept then depends on
+	// order (the first MaxMetadataKeys, the first of two keys alike once
+	// cut); otherwise every key is kept, in any order.
+	keys := maps.Keys(metadata)
+	if len(metadata) > MaxMetadataKeys || longKey(metadata) {
+		keys = slices.Values(slices.Sorted(maps.Keys(metadata)))
+	}
+	for k := range keys {
 		if len(d.Metadata) == MaxMetadataKeys {
 			break
 		}
@@ -96,22 +150,35 @@ func Reported(reference, customer, description string, metadata map[string]strin
 			continue // two keys alike in their first 40 characters: the first wins
 		}
 		if d.Metadata == nil {
-			d.Metadata = map[string]string{}
+			d.Metadata = make(map[string]string, len(metadata))
 		}
 		d.Metadata[key] = v
 	}
 	stamp.At = stamp.At.UTC()
-	for _, f := range d.carried() {
-		if d.Stamps == nil {
-			d.Stamps = map[DetailField]Stamp{}
+	for _, f := range Fields {
+		if d.has(f) {
+			*d.Stamps.at(f) = stamp
 		}
-		d.Stamps[f] = stamp
 	}
 	return d
 }
 
+// longKey reports whether a key of m is longer than MaxMetadataKeyLen bytes
+// (and so may be cut).
+func longKey(m map[string]string) bool {
+	for k := range m {
+		if len(k) > MaxMetadataKeyLen {
+			return true
+		}
+	}
+	return false
+}
+
 // cut trims s and keeps at most n characters of it, never splitting one.
 func cut(s string, n int) string {
+	if len(s) <= n && isPlain(s) {
+		return s // the usual case: nothing to trim, replace or cut
+	}
 	// PostgreSQL's text holds no NUL character, nor jsonb a \u0000.
 	s = strings.TrimSpace(strings.ReplaceAll(s, "\x00", ""))
 	if !utf8.ValidString(s) {
@@ -123,25 +190,37 @@ func cut(s string, n int) string {
 	return strings.TrimSpace(string([]rune(s)[:n]))
 }
 
-// IsZero reports whether d carries nothing.
-func (d Details) IsZero() bool { return len(d.carried()) == 0 }
+// isPlain reports whether s is printable ASCII with no space at either end:
+// text cut keeps as it is when it is short enough.
+func isPlain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f {
+			if c == ' ' && i > 0 && i < len(s)-1 {
+				continue
+			}
+			return false
+		}
+	}
+	return true
+}
 
-// carried lists the fields d has a value for.
-func (d Details) carried() []DetailField {
-	var out []DetailField
-	if d.Reference != "" {
-		out = append(out, FieldReference)
+// IsZero reports whether d carries nothing.
+func (d Details) IsZero() bool {
+	return d.Reference == "" && d.Customer == "" && d.Description == "" && len(d.Metadata) == 0
+}
+
+// has reports whether d has a value for f.
+func (d Details) has(f DetailField) bool {
+	switch f {
+	case FieldCustomer:
+		return d.Customer != ""
+	case FieldDescription:
+		return d.Description != ""
+	case FieldMetadata:
+		return len(d.Metadata) > 0
+	default:
+		return d.Reference != ""
 	}
-	if d.Customer != "" {
-		out = append(out, FieldCustomer)
-	}
-	if d.Description != "" {
-		out = append(out, FieldDescription)
-	}
-	if len(d.Metadata) > 0 {
-		out = append(out, FieldMetadata)
-	}
-	return out
 }
 
 // Merge folds what an event reported (from Reported) into d and returns the
@@ -151,16 +230,15 @@ func (d Details) carried() []DetailField {
 // every repetition. d is not modified.
 func (d Details) Merge(in Details) Details {
 	out := d
-	out.Stamps = maps.Clone(d.Stamps)
-	for _, f := range in.carried() {
-		stamp := in.Stamps[f]
-		if cur, ok := d.Stamps[f]; ok && !stamp.After(cur) {
+	for _, f := range Fields {
+		if !in.has(f) {
 			continue
 		}
-		if out.Stamps == nil {
-			out.Stamps = map[DetailField]Stamp{}
+		stamp := in.Stamps.Of(f)
+		if cur := d.Stamps.Of(f); !cur.IsZero() && !stamp.After(cur) {
+			continue
 		}
-		out.Stamps[f] = stamp
+		*out.Stamps.at(f) = stamp
 		switch f {
 		case FieldReference:
 			out.Reference = in.Reference

@@ -56,7 +56,7 @@ func newest(reports []statemachine.Details) statemachine.Details {
 			if value == "" && len(m) == 0 {
 				return
 			}
-			if s := r.Stamps[f]; !p.set || ranks(s, p.stamp) {
+			if s := r.Stamps.Of(f); !p.set || ranks(s, p.stamp) {
 				*p = pick{value: value, meta: m, stamp: s, set: true}
 			}
 		}

@@ -150,8 +150,12 @@ func TestFillHoldsWhatPaygateWould(t *testing.T) {
 		require.Equal(t, p.Details.Reference, f.Details.Reference)
 	}
 	// The details' stamps moved with the copy, as its events did.
-	require.NotEmpty(t, p.Details.Stamps)
-	for field, st := range p.Details.Stamps {
+	require.NotZero(t, p.Details.Stamps)
+	for _, field := range statemachine.Fields {
+		st := p.Details.Stamps.Of(field)
+		if st.IsZero() {
+			continue
+		}
 		ev, err := inbox.Get(ctx, pool, "stripe", st.EventID)
 		require.NoError(t, err, field)
 		require.True(t, st.At.Equal(*ev.ProviderCreatedAt), "%s stamped %s, its event created %s", field, st.At, ev.ProviderCreatedAt)
@@ -234,7 +238,7 @@ func TestFillPaymentsOnly(t *testing.T) {
 	require.True(t, p.AmountCaptured.IsPositive() || p.AmountRefunded.IsPositive(), "payment %s", id)
 	require.Equal(t, "Order "+p.Details.Reference, p.Details.Description)
 	require.Equal(t, p.Details.Reference, p.Details.Metadata["order_id"])
-	require.NotEmpty(t, p.Details.Stamps)
+	require.NotZero(t, p.Details.Stamps)
 	found, _, err := ledger.ListPayments(ctx, pool, ledger.PaymentFilter{Q: p.Details.Reference}, "", 0)
 	require.NoError(t, err)
 	require.NotEmpty(t, found)

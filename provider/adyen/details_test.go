@@ -24,8 +24,8 @@ func TestDetailsOfItems(t *testing.T) {
 	require.Equal(t, "shopper-42", d.Customer)
 	require.Empty(t, d.Description)
 	require.Equal(t, map[string]string{"cartId": "cart-9", "channel": "web"}, d.Metadata)
-	require.Equal(t, eventAt, d.Stamps["reference"].At)
-	require.Equal(t, adyen.EventID(mustDecode(t, auth)), d.Stamps["reference"].EventID)
+	require.Equal(t, eventAt, d.Stamps.Reference.At)
+	require.Equal(t, adyen.EventID(mustDecode(t, auth)), d.Stamps.Reference.EventID)
 
 	refused, err := adyen.Effects(item(adyen.CodeAuthorisation, payPSP, "", 4500, "EUR", false, nil))
 	require.NoError(t, err)

@@ -36,8 +36,8 @@ func TestDetailsOfStripeObjects(t *testing.T) {
 	require.Equal(t, "cus_9", fx.Details.Customer)
 	require.Equal(t, "Two mugs", fx.Details.Description)
 	require.Equal(t, map[string]string{"order_id": "ord-1042", "shop_order": "S-77"}, fx.Details.Metadata)
-	require.False(t, fx.Details.Stamps["reference"].Copy)
-	require.Equal(t, "evt_pi", fx.Details.Stamps["reference"].EventID)
+	require.False(t, fx.Details.Stamps.Reference.Copy)
+	require.Equal(t, "evt_pi", fx.Details.Stamps.Reference.EventID)
 
 	custom, err := stripe.NewMapper("shop_order").Effects(event(t, "evt_pi", "payment_intent.succeeded", 1_780_000_000, pi))
 	require.NoError(t, err)
@@ -53,13 +53,13 @@ func TestDetailsOfStripeObjects(t *testing.T) {
 	require.Equal(t, "pi_1", fx.PaymentID)
 	require.Equal(t, "ord-1042", fx.Details.Reference)
 	require.Equal(t, "cus_9", fx.Details.Customer, "an expanded customer names its id")
-	require.True(t, fx.Details.Stamps["reference"].Copy, "a PaymentIntent's charge carries a copy")
+	require.True(t, fx.Details.Stamps.Reference.Copy, "a PaymentIntent's charge carries a copy")
 
 	delete(charge, "payment_intent")
 	fx, err = stripe.Effects(event(t, "evt_ch2", "charge.succeeded", 1_780_000_000, charge))
 	require.NoError(t, err)
 	require.Equal(t, "ch_1", fx.PaymentID)
-	require.False(t, fx.Details.Stamps["reference"].Copy, "a charge without a PaymentIntent is the payment itself")
+	require.False(t, fx.Details.Stamps.Reference.Copy, "a charge without a PaymentIntent is the payment itself")
 
 	dispute := map[string]any{"id": "dp_1", "object": "dispute", "amount": 4500, "currency": "eur", "charge": "ch_1",
 		"payment_intent": "pi_1", "status": "needs_response"}
