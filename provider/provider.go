@@ -16,6 +16,7 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -271,18 +272,23 @@ func Validate(fx Effects) error {
 	return nil
 }
 
-// StringValues keeps the string values of a decoded JSON object: metadata
-// whose values are strings by the provider's contract, of which nothing
-// else is kept (and nothing refused).
-func StringValues(obj map[string]any) map[string]string {
+// StringValues keeps the string values of a JSON object, as its values'
+// bytes: metadata whose values are strings by the provider's contract, of
+// which nothing else is kept (and nothing refused).
+func StringValues(obj map[string]json.RawMessage) map[string]string {
 	var out map[string]string
-	for k, v := range obj {
-		if s, ok := v.(string); ok {
-			if out == nil {
-				out = make(map[string]string, len(obj))
-			}
-			out[k] = s
+	for k, raw := range obj {
+		if len(raw) < 2 || raw[0] != '"' {
+			continue
 		}
+		s := string(raw[1 : len(raw)-1])
+		if bytes.IndexByte(raw, '\\') >= 0 && json.Unmarshal(raw, &s) != nil {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(obj))
+		}
+		out[k] = s
 	}
 	return out
 }

@@ -17,9 +17,9 @@ import (
 // json.Unmarshal would first check them all once more (its checkValid)
 // and then decode them through its general machinery. It decodes the
 // shapes provider payloads and requests are made of (structs matched by
-// exact key, strings, bools, integers, pointers, slices, json.RawMessage)
-// and hands every other value (interfaces, maps, floats, types that decode
-// themselves) to encoding/json, its bytes only. What it cannot decode
+// exact key, strings, bools, integers, pointers, slices, maps of string
+// keys, json.RawMessage) and hands every other value (interfaces, floats,
+// types that decode themselves) to encoding/json, its bytes only. What it cannot decode
 // exactly as encoding/json would (a value of the wrong type, an integer
 // out of range), it gives up on, and the caller decodes the whole document
 // with encoding/json, which then reports the error as it always did.
@@ -53,6 +53,7 @@ const (
 	planPointer
 	planSlice
 	planStruct
+	planMap // string keys
 	planRaw // json.RawMessage
 )
 
@@ -124,6 +125,13 @@ func (p *plan) fill(building map[reflect.Type]*plan) {
 		if fields, ok := plainFields(t, building); ok {
 			p.fields, p.kind = fields, planStruct
 		}
+	case reflect.Map:
+		// Keys of a string kind are the object's keys as they are; a key
+		// type that unmarshals itself from text, or an integer's, is
+		// encoding/json's to read.
+		if k := t.Key(); k.Kind() == reflect.String && !reflect.PointerTo(k).Implements(textUnmarshaler) {
+			p.elem, p.kind = buildPlan(t.Elem(), building), planMap
+		}
 	}
 }
 
@@ -188,7 +196,7 @@ func (d *decoder) value(v reflect.Value, p *plan) bool {
 	if c == 'n' && p.kind != byJSON && p.kind != planRaw {
 		// null: pointers and slices become nil, the rest stay as they are.
 		d.pos += len("null")
-		if p.kind == planPointer || p.kind == planSlice {
+		if p.kind == planPointer || p.kind == planSlice || p.kind == planMap {
 			v.SetZero()
 		}
 		return true
@@ -242,6 +250,8 @@ func (d *decoder) value(v reflect.Value, p *plan) bool {
 		return c == '[' && d.slice(v, p)
 	case planStruct:
 		return c == '{' && d.object(v, p)
+	case planMap:
+		return c == '{' && d.mapObject(v, p)
 	}
 	return d.byJSON(v)
 }
@@ -314,6 +324,42 @@ func (d *decoder) object(v reflect.Value, p *plan) bool {
 		default:
 			d.skip()
 		}
+		d.space()
+		if d.data[d.pos] == '}' {
+			d.pos++
+			return true
+		}
+		d.pos++ // ,
+	}
+}
+
+// mapObject fills the map v from the object at pos, each value decoded
+// fresh, as encoding/json does (the scanner has refused duplicate keys).
+func (d *decoder) mapObject(v reflect.Value, p *plan) bool {
+	d.pos++ // {
+	if v.IsNil() {
+		v.Set(reflect.MakeMap(p.typ))
+	}
+	d.space()
+	if d.data[d.pos] == '}' {
+		d.pos++
+		return true
+	}
+	key, elem := p.typ.Key(), p.typ.Elem()
+	for {
+		d.space()
+		k := reflect.ValueOf(d.str())
+		if k.Type() != key {
+			k = k.Convert(key)
+		}
+		d.space()
+		d.pos++ // :
+		d.space()
+		e := reflect.New(elem).Elem()
+		if !d.value(e, p.elem) {
+			return false
+		}
+		v.SetMapIndex(k, e)
 		d.space()
 		if d.data[d.pos] == '}' {
 			d.pos++

@@ -72,6 +72,8 @@ var decodeTargets = []func() any{
 	func() any { return new(*decodeWide) },
 	func() any { return new(any) },
 	func() any { return new(map[string]any) },
+	func() any { return new(map[string]string) },
+	func() any { return new(map[decodeName]*decodeInner) },
 	func() any { return new(string) },
 	func() any { return new(int32) },
 }
@@ -117,6 +119,7 @@ var decodeCases = []string{
 	`{"items":[],"ptrs":[],"matrix":[]}`, `{"items":[{"id":"a","n":1,"tags":["x","y"],"any":{"k":[1,"2",null]},"m":{"a":"b"}},{}]}`,
 	`{"ptrs":[null,{"id":"p"}],"obj":{"n":null},"val":{"id":"v","tags":null}}`,
 	`{"items":{}}`, `{"items":[1]}`, `{"obj":[]}`, `{"val":"x"}`, `{"m":{"a":1}}`,
+	`{"m":{}}`, `{"m":null}`, `{"m":{"a":null,"b":"c","\u00e9":"d"}}`, `{"m":[]}`, `{"m":"x"}`, `{"a":"b","c":{"id":"x"}}`,
 	`{"bytes":"aGVsbG8=","t":"2026-12-03T06:00:00Z","named":"n","matrix":[[1,2],[],[3]],"array":["a","b","c"]}`,
 	`{"bytes":"not base64!","t":"yesterday"}`, `{"NoTag":"n","Skipped":"s","hidden":"h","-":"dash"}`,
 	`{"extra":"e","id":"promoted","tags":["t"]}`, `{"n":"42"}`, `{"n":42}`,

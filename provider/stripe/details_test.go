@@ -28,14 +28,15 @@ func TestDetailsOfStripeObjects(t *testing.T) {
 	pi := map[string]any{
 		"id": "pi_1", "object": "payment_intent", "amount": 4500, "amount_received": 4500, "currency": "eur",
 		"latest_charge": "ch_1", "customer": "cus_9", "description": "Two mugs",
-		"metadata": map[string]any{"order_id": "ord-1042", "shop_order": "S-77", "n": 3},
+		"metadata": map[string]any{"order_id": "ord-1042", "shop_order": "S-77", "n": 3, "note": "a \"gift\" <é>", "none": nil},
 	}
 	fx, err := stripe.Effects(event(t, "evt_pi", "payment_intent.succeeded", 1_780_000_000, pi))
 	require.NoError(t, err)
 	require.Equal(t, "ord-1042", fx.Details.Reference)
 	require.Equal(t, "cus_9", fx.Details.Customer)
 	require.Equal(t, "Two mugs", fx.Details.Description)
-	require.Equal(t, map[string]string{"order_id": "ord-1042", "shop_order": "S-77"}, fx.Details.Metadata)
+	require.Equal(t, map[string]string{"order_id": "ord-1042", "shop_order": "S-77", "note": `a "gift" <é>`}, fx.Details.Metadata,
+		"strings read through their escapes; a number and a null dropped")
 	require.False(t, fx.Details.Stamps.Reference.Copy)
 	require.Equal(t, "evt_pi", fx.Details.Stamps.Reference.EventID)
 
@@ -45,12 +46,12 @@ func TestDetailsOfStripeObjects(t *testing.T) {
 
 	charge := map[string]any{
 		"id": "ch_1", "object": "charge", "amount": 4500, "amount_captured": 4500, "captured": true, "currency": "eur",
-		"payment_intent": "pi_1", "customer": map[string]any{"id": "cus_9", "object": "customer"},
+		"payment_intent": map[string]any{"id": "pi_1", "object": "payment_intent"}, "customer": map[string]any{"id": "cus_9", "object": "customer"},
 		"description": "Two mugs", "metadata": map[string]any{"order_id": "ord-1042"},
 	}
 	fx, err = stripe.Effects(event(t, "evt_ch", "charge.succeeded", 1_780_000_000, charge))
 	require.NoError(t, err)
-	require.Equal(t, "pi_1", fx.PaymentID)
+	require.Equal(t, "pi_1", fx.PaymentID, "an expanded PaymentIntent names its id")
 	require.Equal(t, "ord-1042", fx.Details.Reference)
 	require.Equal(t, "cus_9", fx.Details.Customer, "an expanded customer names its id")
 	require.True(t, fx.Details.Stamps.Reference.Copy, "a PaymentIntent's charge carries a copy")

@@ -1,6 +1,7 @@
 package stripe
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -39,16 +40,16 @@ type (
 		} `json:"data"`
 	}
 	stripePaymentIntent struct {
-		ID               string         `json:"id"`
-		Amount           *int64         `json:"amount"`
-		AmountReceived   *int64         `json:"amount_received"`
-		AmountCapturable *int64         `json:"amount_capturable"`
-		Currency         string         `json:"currency"`
-		LatestCharge     any            `json:"latest_charge"` // an id, or the expanded object
-		ReceiptEmail     string         `json:"receipt_email"`
-		Customer         any            `json:"customer"` // an id, or the expanded object
-		Description      string         `json:"description"`
-		Metadata         map[string]any `json:"metadata"`
+		ID               string                     `json:"id"`
+		Amount           *int64                     `json:"amount"`
+		AmountReceived   *int64                     `json:"amount_received"`
+		AmountCapturable *int64                     `json:"amount_capturable"`
+		Currency         string                     `json:"currency"`
+		LatestCharge     expandable                 `json:"latest_charge"` // an id, or the expanded object
+		ReceiptEmail     string                     `json:"receipt_email"`
+		Customer         expandable                 `json:"customer"` // an id, or the expanded object
+		Description      string                     `json:"description"`
+		Metadata         map[string]json.RawMessage `json:"metadata"`
 		Charges          *struct {
 			Data []struct {
 				ID string `json:"id"`
@@ -56,18 +57,18 @@ type (
 		} `json:"charges"` // API versions before 2022-11-15
 	}
 	stripeCharge struct {
-		ID             string         `json:"id"`
-		PaymentIntent  any            `json:"payment_intent"`
-		Amount         *int64         `json:"amount"`
-		AmountCaptured *int64         `json:"amount_captured"`
-		AmountRefunded *int64         `json:"amount_refunded"`
-		Captured       bool           `json:"captured"`
-		Created        int64          `json:"created"`
-		Currency       string         `json:"currency"`
-		ReceiptEmail   string         `json:"receipt_email"`
-		Customer       any            `json:"customer"`
-		Description    string         `json:"description"`
-		Metadata       map[string]any `json:"metadata"`
+		ID             string                     `json:"id"`
+		PaymentIntent  expandable                 `json:"payment_intent"`
+		Amount         *int64                     `json:"amount"`
+		AmountCaptured *int64                     `json:"amount_captured"`
+		AmountRefunded *int64                     `json:"amount_refunded"`
+		Captured       bool                       `json:"captured"`
+		Created        int64                      `json:"created"`
+		Currency       string                     `json:"currency"`
+		ReceiptEmail   string                     `json:"receipt_email"`
+		Customer       expandable                 `json:"customer"`
+		Description    string                     `json:"description"`
+		Metadata       map[string]json.RawMessage `json:"metadata"`
 		BillingDetails struct {
 			Email string `json:"email"`
 		} `json:"billing_details"`
@@ -80,19 +81,19 @@ type (
 		Metadata      map[string]string `json:"metadata"`
 		FailureReason string            `json:"failure_reason"`
 		Amount        *int64            `json:"amount"`
-		Charge        any               `json:"charge"`
-		PaymentIntent any               `json:"payment_intent"`
+		Charge        expandable        `json:"charge"`
+		PaymentIntent expandable        `json:"payment_intent"`
 		Currency      string            `json:"currency"`
 		Status        string            `json:"status"`
 		Created       int64             `json:"created"`
 	}
 	stripeDispute struct {
-		ID            string `json:"id"`
-		Amount        *int64 `json:"amount"`
-		Charge        any    `json:"charge"`
-		PaymentIntent any    `json:"payment_intent"`
-		Currency      string `json:"currency"`
-		Status        string `json:"status"`
+		ID            string     `json:"id"`
+		Amount        *int64     `json:"amount"`
+		Charge        expandable `json:"charge"`
+		PaymentIntent expandable `json:"payment_intent"`
+		Currency      string     `json:"currency"`
+		Status        string     `json:"status"`
 	}
 	stripePayout struct {
 		ID       string `json:"id"`
@@ -182,7 +183,7 @@ type mapper struct {
 // PaymentIntent's when it created the charge. The copy names the order as
 // soon as the first of Stripe's simultaneous events arrives, and gives way
 // to the PaymentIntent's own words once they are seen (statemachine.Stamp).
-func (m *mapper) details(customer any, description string, raw map[string]any, copied bool) {
+func (m *mapper) details(customer expandable, description string, raw map[string]json.RawMessage, copied bool) {
 	metadata := provider.StringValues(raw)
 	m.out.Details = statemachine.Reported(metadata[m.referenceKey], idOf(customer), description, metadata,
 		statemachine.Stamp{At: m.at, EventID: m.eventID, Copy: copied})
@@ -202,15 +203,30 @@ func decode(raw json.RawMessage, v any) error {
 	return nil
 }
 
-// idOf reads a reference that Stripe sends as an id or, when expanded, as
-// an object with an id.
-func idOf(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case map[string]any:
-		id, _ := x["id"].(string)
-		return id
+// expandable is a reference Stripe sends as an id or, when expanded, as
+// the object with its id: kept as its bytes (decoding them into any would
+// cost a map per object) and read by idOf.
+type expandable = json.RawMessage
+
+// idOf reads an expandable reference's id: the string, or the expanded
+// object's id; "" for null or anything else.
+func idOf(raw expandable) string {
+	switch {
+	case len(raw) >= 2 && raw[0] == '"':
+		if bytes.IndexByte(raw, '\\') < 0 {
+			return string(raw[1 : len(raw)-1])
+		}
+		var id string
+		if json.Unmarshal(raw, &id) == nil {
+			return id
+		}
+	case len(raw) > 0 && raw[0] == '{':
+		var obj struct {
+			ID string `json:"id"`
+		}
+		if strictjson.Unmarshal(raw, &obj) == nil {
+			return obj.ID
+		}
 	}
 	return ""
 }
