@@ -423,7 +423,7 @@ func TestFillDetailsKeepsIngestRate(t *testing.T) {
 		pairs     = 9
 		phase     = time.Second
 		ingesters = 4 // requests at once
-		payments  = 3000
+		payments  = 6000
 	)
 	w := newApplyWorld(t)
 	sim := stripesim.New(stripesim.Config{Seed: 47})
@@ -510,6 +510,7 @@ func TestFillDetailsKeepsIngestRate(t *testing.T) {
 
 		busy := newDetailsFiller(w.pool, Config{Logger: slog.New(slog.DiscardHandler)})
 		busy.restFactor = 0
+		busy.batch = 100 // many commits a phase, as a fill of a large table makes
 		fctx, cancel := context.WithCancel(ctx)
 		exited := make(chan struct{})
 		var fillErr error
