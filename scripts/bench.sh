@@ -23,6 +23,13 @@
 #      (`loadgen run`: distinct pre-signed events, until every one is
 #      acknowledged, then until none is left `received`), then paced at
 #      1,000 events/s for latency;
+#   4b. the peers (`loadgen peer`): the gateway a team would write instead
+#      (net/http, stripe-go's signature check, a pool of 32 with prepared
+#      statements, one transaction per webhook), -mode store (the event and
+#      a job row) then -mode sync (the event applied: payment and capture's
+#      ledger transaction), each on a fresh schema `peer` of the database,
+#      warmed up and run as in step 4 at its levels: paygate's ingest
+#      against the store peer's, its end to end against the sync peer's;
 #   5. one `paygate serve` with one endpoint attached (`loadgen receive`, a
 #      local receiver answering 200 at once), warmed up and analyzed as in
 #      step 4 (with the endpoint's deliveries in it), at 64 connections:
@@ -58,6 +65,8 @@
 #   BENCH_WARMUP (5000)           events applied, then ANALYZE, before measuring
 #   BENCH_PGBENCH_SECONDS (10)    each pgbench run
 #   BENCH_FLOOR=0                 skips the floor server
+#   BENCH_PEERS=0                 skips the peers (the gateway a team would
+#                                 write instead)
 #   BENCH_ENDPOINT=0              skips the runs with and without an endpoint
 #                                 attached; BENCH_ENDPOINT_PAIRS (3) pairs of
 #                                 them, BENCH_ENDPOINT_LEVELS (64)
@@ -327,6 +336,25 @@ run_loadgen -label paygate -budget -url "$started_base/webhooks/stripe" -levels 
   -warmup "${BENCH_WARMUP:-5000}" -rate "${BENCH_RATE:-1000}" -rate-seconds "${BENCH_RATE_SECONDS:-10}" \
   -rate-connections "${BENCH_RATE_CONNECTIONS:-64}" "${profile[@]}"
 stop_all
+
+if [[ "${BENCH_PEERS:-1}" != 0 ]]; then
+  for mode in store sync; do
+    say "peer, $mode: the gateway a team would write instead (log: tmp/bench/peer-$mode.log)"
+    # A fresh schema each, left behind by neither: the runs after these
+    # measure paygate's database as it was.
+    "$psql" "$url" -qc "SET client_min_messages = warning; DROP SCHEMA IF EXISTS peer CASCADE" >/dev/null
+    p=$(free_port)
+    "$out/loadgen" peer -mode "$mode" -addr "127.0.0.1:$p" -database-url "$url" -schema peer -secret "$secret" \
+      >"$out/peer-$mode.log" 2>&1 &
+    peer_pid=$!
+    pids+=("$peer_pid")
+    wait_ready "http://127.0.0.1:$p/healthz" "$peer_pid" "$out/peer-$mode.log"
+    run_loadgen -label "peer-$mode" -peer "$mode" -url "http://127.0.0.1:$p/webhooks/stripe" -levels "$levels" \
+      -pids "$peer_pid" -warmup "${BENCH_WARMUP:-5000}" -rate 0
+    stop_all
+    "$psql" "$url" -qc "SET client_min_messages = warning; DROP SCHEMA IF EXISTS peer CASCADE" >/dev/null
+  done
+fi
 
 if [[ "${BENCH_ENDPOINT:-1}" != 0 ]]; then
   # Pairs of runs on one instance, one with an endpoint attached and one

@@ -18,6 +18,10 @@
 //	loadgen floor   the floor server: Echo, reads the body, verifies the
 //	                Stripe signature and decodes the envelope with
 //	                provider/stripe, answers paygate's 200 body; no database.
+//	loadgen peer    the gateway a team would write instead, measured beside
+//	                paygate: net/http, stripe-go's signature check, a pool
+//	                of 32, one transaction per webhook; -mode store keeps
+//	                the event and a job, -mode sync applies it too.
 //	loadgen proxy   a round-robin reverse proxy in front of several
 //	                `paygate serve` instances, keep-alive to each.
 //	loadgen receive the endpoint paygate delivers to, answering 200 at
@@ -41,6 +45,8 @@ func main() {
 		err = runCommand(args)
 	case "floor":
 		err = floorCommand(args)
+	case "peer":
+		err = peerCommand(args)
 	case "proxy":
 		err = proxyCommand(args)
 	case "report":
@@ -57,6 +63,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: loadgen run|floor|proxy|receive|report [flags] (-h for each)")
+	fmt.Fprintln(os.Stderr, "usage: loadgen run|floor|peer|proxy|receive|report [flags] (-h for each)")
 	os.Exit(2)
 }

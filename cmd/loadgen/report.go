@@ -117,12 +117,15 @@ func report(out io.Writer, r results, a anchors) int64 {
 	ratioBare := func(v float64) string { return ratioTo(v, bare) }
 	var floor, main, broker *series
 	var scale []*series
+	peers := map[string]*series{}
 	pairs := map[string][]*featurePair{}
 	for i := range r.Series {
 		s := &r.Series[i]
 		switch {
 		case s.Floor:
 			floor = s
+		case s.Peer != "":
+			peers[s.Peer] = s
 		case s.NATS:
 			broker = s
 		case s.Pair > 0 || s.Delivery:
@@ -219,6 +222,7 @@ func report(out io.Writer, r results, a anchors) int64 {
 			}
 		}
 	}
+	peersSection(out, main, peers, levels)
 	var medians []pairMedians // the endpoint's, which its targets are about
 	for _, k := range pairKinds {
 		if ps := pairs[k.name]; len(ps) > 0 {
@@ -361,6 +365,45 @@ func (lv level) notes() []string {
 		out = append(out, fmt.Sprintf("%s: socket errors: connect %d, read %d, write %d, timeout %d", name, lv.Wrk.Connect, lv.Wrk.Read, lv.Wrk.Write, lv.Wrk.Timeout))
 	}
 	return out
+}
+
+// peersSection prints the peers' tables (levels prints them) and paygate
+// set against them at each connection count: its ingest against the store
+// peer's, its end to end against the sync peer's. The peers' failed
+// requests are printed in their tables and not counted with paygate's.
+func peersSection(out io.Writer, main *series, peers map[string]*series, levels func(string, *series, *series) int64) {
+	store, syncPeer := peers[peerStore], peers[peerSync]
+	if store == nil && syncPeer == nil {
+		return
+	}
+	if store != nil {
+		levels("peer, store: the gateway a team would write instead, keeping the event and a job row in one transaction per webhook (end to end: its ingest, nothing applied)", store, nil)
+	}
+	if syncPeer != nil {
+		levels("peer, sync: the gateway a team would write instead, applying the event (payment, capture's ledger transaction) in the webhook's transaction (end to end: its ingest)", syncPeer, nil)
+	}
+	if main == nil {
+		return
+	}
+	fmt.Fprintln(out, "\npaygate against the peers (same run, same wrk and events)")
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "conns\tpaygate ingest/s\tstore peer ingest/s\tpaygate vs store\tpaygate e2e/s\tsync peer e2e/s\tpaygate vs sync\t")
+	for _, lv := range main.Levels {
+		var storeIngest, syncE2E float64
+		if store != nil {
+			if pl := store.level(lv.Connections); pl != nil {
+				storeIngest = pl.ingest()
+			}
+		}
+		if syncPeer != nil {
+			if pl := syncPeer.level(lv.Connections); pl != nil {
+				syncE2E = pl.e2e()
+			}
+		}
+		fmt.Fprintf(w, "%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n", lv.Connections, lv.ingest(), orDash(storeIngest, 0), times(lv.ingest(), storeIngest),
+			orDash(lv.e2e(), 0), orDash(syncE2E, 0), times(lv.e2e(), syncE2E))
+	}
+	w.Flush()
 }
 
 func (s *series) level(conns int) *level {

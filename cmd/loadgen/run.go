@@ -44,6 +44,7 @@ type runOptions struct {
 	instances    int
 	proxied      bool
 	floor        bool
+	peer         string
 	warmup       int
 	refundShare  float64
 	rate         int
@@ -87,6 +88,7 @@ func runCommand(args []string) error {
 	fs.IntVar(&o.instances, "instances", 1, "paygate instances behind -url (for the report)")
 	fs.BoolVar(&o.proxied, "proxied", false, "-url is the proxy (for the report)")
 	fs.BoolVar(&o.floor, "floor", false, "-url is the floor server: requests are sent round and round for -seconds, nothing is stored")
+	fs.StringVar(&o.peer, "peer", "", "-url is a peer (loadgen peer) of this mode, store or sync: it answers once the event is stored (and with sync, applied), so end to end is its ingest; its /count checks the events are stored; -database-url is only for the ANALYZE after the warm-up")
 	fs.IntVar(&o.warmup, "warmup", 5000, "events ingested and applied, then ANALYZE, before measuring (needs -database-url)")
 	fs.Float64Var(&o.refundShare, "refunds", 0.1, "share of payments refunded (4 more events each)")
 	fs.IntVar(&o.rate, "rate", 1000, "events/s offered in the latency run (0 skips it)")
@@ -126,6 +128,8 @@ type series struct {
 	Paced     *level  `json:"paced,omitempty"`
 	PeakRSS   []int64 `json:"peak_rss_bytes,omitempty"` // per instance
 	Poison    int     `json:"poison"`
+	// Peer: the series is of a peer (loadgen peer) of this mode.
+	Peer string `json:"peer,omitempty"`
 	// Delivery: one endpoint was attached, and its deliveries measured.
 	Delivery bool `json:"delivery,omitempty"`
 	// NATS: publishing to NATS JetStream was on, and measured.
@@ -182,7 +186,7 @@ type level struct {
 }
 
 func run(ctx context.Context, o runOptions) (series, error) {
-	s := series{Label: o.label, Floor: o.floor, Instances: o.instances, Proxied: o.proxied, Delivery: o.delivery, NATS: o.nats,
+	s := series{Label: o.label, Floor: o.floor, Peer: o.peer, Instances: o.instances, Proxied: o.proxied, Delivery: o.delivery, NATS: o.nats,
 		Pair: o.pair, With: o.with || o.delivery}
 	if o.pair > 0 && o.pairOf != "endpoint" {
 		s.PairOf = o.pairOf
@@ -192,6 +196,10 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		// Alone, a run's rate moves with the machine by more than a
 		// feature costs: the report sets it against its partner.
 		return s, errors.New("-delivery and -with need -pair: a run with a feature on is one of a pair with a run without")
+	case o.peer != "" && o.peer != peerStore && o.peer != peerSync:
+		return s, fmt.Errorf("-peer %q: store or sync", o.peer)
+	case o.peer != "" && (o.floor || o.budget || o.delivery || o.nats || o.pair > 0):
+		return s, errors.New("-peer: a peer is measured by its answers and its /count alone")
 	case !slices.Contains([]string{"endpoint", "sweep", "tracing"}, o.pairOf):
 		return s, fmt.Errorf("-pair-of %q: endpoint, sweep or tracing", o.pairOf)
 	case o.with && o.pairOf == "endpoint":
@@ -288,6 +296,12 @@ func run(ctx context.Context, o runOptions) (series, error) {
 			w.duration = expected
 		}
 		before := scrapeAll(bases)
+		var countBefore int64
+		if o.peer != "" {
+			if countBefore, err = readCount(bases[0] + "/count"); err != nil {
+				return lv, err
+			}
+		}
 		var pagesBefore int
 		if account != nil {
 			pagesBefore, _ = account.served(batch)
@@ -338,7 +352,17 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		}
 		ingested := scrapeAll(bases)
 		appliedAcknowledging := ingested.stats("paygate_apply_batch").Events - before.stats("paygate_apply_batch").Events
-		if db != nil {
+		if o.peer != "" {
+			// A peer answers 200 once the event's transaction commits:
+			// what it answered is stored (and, in sync, applied) by the
+			// end of wrk's run.
+			after, err := readCount(bases[0] + "/count")
+			if err != nil {
+				return lv, err
+			}
+			lv.Stored = int(after - countBefore)
+			lv.E2ESeconds = r.Seconds
+		} else if db != nil {
 			start := time.UnixMicro(r.FirstSend)
 			if r.FirstSend == 0 {
 				start = time.Now()
@@ -410,8 +434,10 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		// it: on empty tables the plans cached for the ledger's
 		// commit-time checks and River's queries are sequential scans
 		// until autovacuum's first ANALYZE, a minute or more later.
-		if _, err := settle(ctx, db, time.Now(), o.settle); err != nil {
-			return s, fmt.Errorf("before the warm-up: %w", err)
+		if o.peer == "" {
+			if _, err := settle(ctx, db, time.Now(), o.settle); err != nil {
+				return s, fmt.Errorf("before the warm-up: %w", err)
+			}
 		}
 		lv, err := once("warmup", 64, o.warmup, 0)
 		if err != nil {

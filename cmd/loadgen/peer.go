@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	stripego "github.com/stripe/stripe-go/v79"
+	"github.com/stripe/stripe-go/v79/webhook"
+)
+
+// The peers are the Stripe webhook gateway a team writes in an afternoon,
+// measured beside paygate with the same wrk and the same events: net/http,
+// stripe-go's own signature check, a pool of 32 connections with pgx's
+// prepared statements, and one transaction per webhook, answered once it
+// commits. They are written as such a team would write them well, with no
+// round trip a statement could save, so that paygate is set against a
+// gateway worth having rather than a straw man.
+//
+//	store  keeps the event and a job row for a worker (the worker is not
+//	       part of it): what paygate's ingest does.
+//	sync   applies the event before answering: the event, the payment's
+//	       state, and the capture's ledger transaction, in the webhook's
+//	       transaction: what paygate does end to end.
+const (
+	peerStore = "store"
+	peerSync  = "sync"
+)
+
+// peerPoolSize is the peer's pool: the pgbench anchors' 32 clients.
+const peerPoolSize = 32
+
+// peerSchema creates the peer's tables when missing. A capture's ledger
+// transaction is unique by payment, so that a payment's two capture
+// events (charge.succeeded and payment_intent.succeeded) post it once.
+const peerSchema = `
+CREATE TABLE IF NOT EXISTS events (
+    id          text PRIMARY KEY,
+    type        text NOT NULL,
+    payload     jsonb NOT NULL,
+    received_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    id         bigserial PRIMARY KEY,
+    event_id   text NOT NULL,
+    state      text NOT NULL DEFAULT 'available',
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS payments (
+    id              text PRIMARY KEY,
+    status          text NOT NULL,
+    amount_captured bigint NOT NULL DEFAULT 0,
+    currency        text NOT NULL,
+    updated_at      timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS ledger_transactions (
+    id         bigserial PRIMARY KEY,
+    payment_id text NOT NULL,
+    kind       text NOT NULL,
+    event_id   text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (payment_id, kind)
+);
+CREATE TABLE IF NOT EXISTS ledger_entries (
+    id             bigserial PRIMARY KEY,
+    transaction_id bigint NOT NULL REFERENCES ledger_transactions (id),
+    account        text NOT NULL,
+    direction      text NOT NULL CHECK (direction IN ('debit', 'credit')),
+    amount         numeric NOT NULL CHECK (amount > 0),
+    currency       text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ledger_entries_transaction_id ON ledger_entries (transaction_id);
+`
+
+// peerCommand serves a peer until SIGTERM or SIGINT.
+func peerCommand(args []string) error {
+	fs := flag.NewFlagSet("peer", flag.ExitOnError)
+	mode := fs.String("mode", peerStore, "store (the event and a job row) or sync (the event applied before answering)")
+	addr := fs.String("addr", "127.0.0.1:18095", "listen address")
+	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "the database; the peer's tables go in -schema")
+	schema := fs.String("schema", "peer", "the schema of the peer's tables, created when missing")
+	secret := fs.String("secret", "", "the Stripe webhook signing secret")
+	_ = fs.Parse(args)
+	ctx := context.Background()
+	p, err := newPeer(ctx, *mode, *databaseURL, *schema, *secret)
+	if err != nil {
+		return err
+	}
+	defer p.db.Close()
+	srv := &http.Server{Addr: *addr, Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(os.Stderr, "loadgen: %s peer on %s (schema %s)\n", *mode, *addr, *schema)
+	return serveUntilSignal(srv.ListenAndServe, srv.Shutdown)
+}
+
+type peer struct {
+	mode   string
+	secret string
+	db     *pgxpool.Pool
+}
+
+func newPeer(ctx context.Context, mode, databaseURL, schema, secret string) (*peer, error) {
+	if mode != peerStore && mode != peerSync {
+		return nil, fmt.Errorf("-mode %q: store or sync", mode)
+	}
+	if secret == "" {
+		return nil, errors.New("-secret is required")
+	}
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("-database-url: %w", err)
+	}
+	cfg.MaxConns = peerPoolSize
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	db, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("create schema %s: %w", schema, err)
+	}
+	if _, err := db.Exec(ctx, peerSchema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("create the peer's tables: %w", err)
+	}
+	return &peer{mode: mode, secret: secret, db: db}, nil
+}
+
+func (p *peer) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /webhooks/stripe", p.webhook)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+	// /count: the events stored, for loadgen run -peer to check that every
+	// event answered 200 is in the database.
+	mux.HandleFunc("GET /count", func(w http.ResponseWriter, r *http.Request) {
+		var n int64
+		if err := p.db.QueryRow(r.Context(), "SELECT count(*) FROM events").Scan(&n); err != nil {
+			http.Error(w, "count failed", http.StatusInternalServerError)
+			return
+		}
+		io.WriteString(w, strconv.FormatInt(n, 10)+"\n")
+	})
+	return mux
+}
+
+func (p *peer) webhook(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, "could not read the request body", http.StatusBadRequest)
+		return
+	}
+	ev, err := webhook.ConstructEvent(body, r.Header.Get("Stripe-Signature"), p.secret)
+	if err != nil {
+		http.Error(w, "invalid signature", http.StatusBadRequest)
+		return
+	}
+	err = pgx.BeginFunc(r.Context(), p.db, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(r.Context(), `INSERT INTO events (id, type, payload) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`,
+			ev.ID, string(ev.Type), body)
+		if err != nil {
+			return fmt.Errorf("store the event: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return nil // a duplicate, stored and handled the first time
+		}
+		if p.mode == peerStore {
+			if _, err := tx.Exec(r.Context(), `INSERT INTO jobs (event_id) VALUES ($1)`, ev.ID); err != nil {
+				return fmt.Errorf("insert the job: %w", err)
+			}
+			return nil
+		}
+		return apply(r.Context(), tx, ev)
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "loadgen: peer: event %s: %v\n", ev.ID, err)
+		http.Error(w, "could not store the event", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"received":true}`)
+}
+
+// paymentObject is what the sync peer reads of a payment_intent or a
+// charge.
+type paymentObject struct {
+	ID             string  `json:"id"`
+	Object         string  `json:"object"`
+	Status         string  `json:"status"`
+	Currency       string  `json:"currency"`
+	AmountReceived int64   `json:"amount_received"` // payment_intent
+	AmountCaptured int64   `json:"amount_captured"` // charge
+	PaymentIntent  *string `json:"payment_intent"`  // charge
+	Refunded       bool    `json:"refunded"`        // charge
+}
+
+// apply upserts the payment of a payment_intent or charge event and, on
+// its capture, posts the ledger transaction once. Other events are kept
+// and not applied.
+func apply(ctx context.Context, tx pgx.Tx, ev stripego.Event) error {
+	if ev.Data == nil {
+		return nil
+	}
+	var o paymentObject
+	if err := json.Unmarshal(ev.Data.Raw, &o); err != nil {
+		return fmt.Errorf("decode data.object: %w", err)
+	}
+	payment, captured, status := o.ID, o.AmountReceived, o.Status
+	switch o.Object {
+	case "payment_intent":
+	case "charge":
+		if o.PaymentIntent == nil {
+			return nil
+		}
+		payment, captured = *o.PaymentIntent, o.AmountCaptured
+		if o.Refunded {
+			status = "refunded"
+		}
+	default:
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO payments (id, status, amount_captured, currency) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (id) DO UPDATE SET status = CASE WHEN payments.status = 'refunded' THEN payments.status ELSE excluded.status END,
+			amount_captured = greatest(payments.amount_captured, excluded.amount_captured), updated_at = now()`,
+		payment, status, captured, o.Currency); err != nil {
+		return fmt.Errorf("upsert payment %s: %w", payment, err)
+	}
+	if (ev.Type != "charge.succeeded" && ev.Type != "payment_intent.succeeded") || captured <= 0 {
+		return nil
+	}
+	// One statement: the transaction, unless the payment's other capture
+	// event posted it, and its two entries.
+	_, err := tx.Exec(ctx, `WITH t AS (
+			INSERT INTO ledger_transactions (payment_id, kind, event_id) VALUES ($1, 'capture', $2)
+			ON CONFLICT (payment_id, kind) DO NOTHING RETURNING id)
+		INSERT INTO ledger_entries (transaction_id, account, direction, amount, currency)
+		SELECT t.id, e.account, e.direction, $3::bigint::numeric, $4 FROM t,
+			(VALUES ('cash', 'debit'), ('revenue', 'credit')) AS e (account, direction)`,
+		payment, ev.ID, captured, o.Currency)
+	if err != nil {
+		return fmt.Errorf("post the capture of %s: %w", payment, err)
+	}
+	return nil
+}

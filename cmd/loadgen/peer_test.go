@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	mrand "math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paygate/paygate/internal/stripesim"
+	"github.com/paygate/paygate/internal/testdb"
+)
+
+// startPeer serves a peer of mode on a fresh database and returns its base
+// URL and a pool on its schema.
+func startPeer(t *testing.T, mode string) (string, *pgxpool.Pool) {
+	t.Helper()
+	_, url := testdb.NewWithURL(t)
+	p, err := newPeer(context.Background(), mode, url, "peer", testSecret)
+	require.NoError(t, err)
+	t.Cleanup(p.db.Close)
+	srv := httptest.NewServer(p.handler())
+	t.Cleanup(srv.Close)
+	return srv.URL, p.db
+}
+
+// postEvent sends payload as Stripe would, signed with secret, and returns
+// the status answered.
+func postEvent(t *testing.T, base string, payload []byte, secret string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/stripe", bytes.NewReader(payload))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(stripesim.SignatureHeader, stripesim.SignedRequest(payload, secret, time.Now()))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func countRows(t *testing.T, db *pgxpool.Pool, query string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.QueryRow(context.Background(), query, args...).Scan(&n))
+	return n
+}
+
+// TestPeersStoreASignedEventOnce: both peers answer a signed event 200 and
+// store it, refuse a bad signature and a tampered body, and answer the
+// event again 200 without storing it twice (the store peer's job too).
+func TestPeersStoreASignedEventOnce(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{peerStore, peerSync} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			base, db := startPeer(t, mode)
+			ev := stripesim.PaymentPairs(2)[1]
+			require.Equal(t, http.StatusOK, postEvent(t, base, ev.Payload, testSecret))
+			require.Equal(t, http.StatusBadRequest, postEvent(t, base, ev.Payload, "whsec_someone_else"))
+			signed := stripesim.SignedRequest(ev.Payload, testSecret, time.Now())
+			tampered := bytes.Replace(ev.Payload, []byte(`"evt_`), []byte(`"evX_`), 1)
+			req, err := http.NewRequest(http.MethodPost, base+"/webhooks/stripe", bytes.NewReader(tampered))
+			require.NoError(t, err)
+			req.Header.Set(stripesim.SignatureHeader, signed)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+			require.Equal(t, http.StatusOK, postEvent(t, base, ev.Payload, testSecret), "a duplicate")
+
+			require.Equal(t, 1, countRows(t, db, "SELECT count(*) FROM events WHERE id = $1", ev.ID))
+			n, err := readCount(base + "/count")
+			require.NoError(t, err)
+			require.EqualValues(t, 1, n)
+			if mode == peerStore {
+				require.Equal(t, 1, countRows(t, db, "SELECT count(*) FROM jobs WHERE event_id = $1", ev.ID))
+				require.Zero(t, countRows(t, db, "SELECT count(*) FROM payments"), "store applies nothing")
+			} else {
+				require.Equal(t, 1, countRows(t, db, "SELECT count(*) FROM ledger_transactions"))
+			}
+		})
+	}
+}
+
+// TestSyncPeerPostsOneBalancedCapturePerPayment: a PayMix stream, shuffled
+// and sent twice over concurrent connections, leaves every event stored
+// once, every payment with one capture of two balanced entries of its
+// amount, and the refunded payments refunded.
+func TestSyncPeerPostsOneBalancedCapturePerPayment(t *testing.T) {
+	t.Parallel()
+	base, db := startPeer(t, peerSync)
+	sim := stripesim.New(stripesim.Config{WebhookSecret: testSecret})
+	rng := mrand.New(mrand.NewPCG(7, 11))
+	events := sim.PayMix(rng, 40, 0.3)
+	captured := map[string]int64{} // by payment, from its payment_intent.succeeded
+	refunded := map[string]bool{}
+	for _, e := range events {
+		switch e.Type {
+		case stripesim.EventPaymentIntentSucceeded:
+			var env struct {
+				Data struct {
+					Object struct {
+						AmountReceived int64 `json:"amount_received"`
+					} `json:"object"`
+				} `json:"data"`
+			}
+			require.NoError(t, json.Unmarshal(e.Payload, &env))
+			captured[e.PaymentIntentID] = env.Data.Object.AmountReceived
+		case stripesim.EventChargeRefunded:
+			refunded[e.PaymentIntentID] = true
+		}
+	}
+	require.Len(t, captured, 40)
+	require.NotEmpty(t, refunded)
+
+	sends := append(append([]stripesim.Event(nil), events...), events...)
+	rng.Shuffle(len(sends), func(i, j int) { sends[i], sends[j] = sends[j], sends[i] })
+	work := make(chan stripesim.Event)
+	var wg sync.WaitGroup
+	statuses := make(chan int, len(sends))
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := range work {
+				statuses <- postEvent(t, base, e.Payload, testSecret)
+			}
+		}()
+	}
+	for _, e := range sends {
+		work <- e
+	}
+	close(work)
+	wg.Wait()
+	close(statuses)
+	for s := range statuses {
+		require.Equal(t, http.StatusOK, s)
+	}
+
+	require.Equal(t, len(events), countRows(t, db, "SELECT count(*) FROM events"))
+	require.Equal(t, len(captured), countRows(t, db, "SELECT count(*) FROM ledger_transactions WHERE kind = 'capture'"))
+	require.Zero(t, countRows(t, db, `SELECT count(*) FROM (
+		SELECT transaction_id FROM ledger_entries GROUP BY transaction_id
+		HAVING count(*) <> 2 OR coalesce(sum(amount) FILTER (WHERE direction = 'debit'), 0)
+			<> coalesce(sum(amount) FILTER (WHERE direction = 'credit'), 0)) unbalanced`))
+	for payment, amount := range captured {
+		require.Equal(t, 1, countRows(t, db, `SELECT count(*) FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id
+			WHERE t.payment_id = $1 AND e.direction = 'debit' AND e.amount = $2`, payment, amount), payment)
+		status := "succeeded"
+		if refunded[payment] {
+			status = "refunded"
+		}
+		require.Equal(t, 1, countRows(t, db, "SELECT count(*) FROM payments WHERE id = $1 AND status = $2 AND amount_captured = $3",
+			payment, status, amount), payment)
+	}
+}
+
+// TestRunMeasuresAPeer: loadgen run -peer sends the level through wrk and
+// finds every answered event in the peer's database, end to end being
+// its ingest.
+func TestRunMeasuresAPeer(t *testing.T) {
+	t.Parallel()
+	bin := wrkOrSkip(t)
+	base, _ := startPeer(t, peerSync)
+	// An event stored before the level, which the level does not count.
+	require.Equal(t, http.StatusOK, postEvent(t, base, stripesim.PaymentPairs(1)[0].Payload, testSecret))
+	dir := t.TempDir()
+	s, err := run(context.Background(), runOptions{url: base + "/webhooks/stripe", secret: testSecret, levels: "8",
+		seconds: 1, expect: "8=300", threads: 2, wrk: bin, script: "../../scripts/bench.lua", out: dir, label: "peer-sync",
+		peer: peerSync, refundShare: 0.1, pairOf: "endpoint", settle: time.Minute, save: filepath.Join(dir, "results.json")})
+	require.NoError(t, err)
+	require.Equal(t, peerSync, s.Peer)
+	require.Len(t, s.Levels, 1)
+	lv := s.Levels[0]
+	require.Equal(t, 300, lv.Events)
+	require.Zero(t, lv.Wrk.Non2xx)
+	require.Equal(t, lv.Events, lv.Stored)
+	require.InDelta(t, lv.ingest(), lv.e2e(), 1e-9*lv.ingest())
+}
+
+// TestReportPeers: the peers are shown in tables of their own, paygate's
+// ingest is set against the store peer's and its end to end against the
+// sync peer's at each connection count, and a peer's failed requests are
+// not counted with paygate's.
+func TestReportPeers(t *testing.T) {
+	t.Parallel()
+	lv := func(conns int, ingest, e2eSeconds float64, non2xx int64) level {
+		return level{Connections: conns, Events: 20000, Stored: 20000, E2ESeconds: e2eSeconds,
+			Wrk: wrkResult{RequestsPerS: ingest, Non2xx: non2xx}}
+	}
+	r := results{Series: []series{
+		{Label: "paygate", Instances: 1, Levels: []level{lv(16, 3000, 8, 0), lv(64, 7500, 5, 0)}},
+		{Label: "peer-store", Peer: peerStore, Instances: 1, Levels: []level{lv(16, 2000, 10, 0), lv(64, 2500, 8, 3)}},
+		{Label: "peer-sync", Peer: peerSync, Instances: 1, Levels: []level{lv(64, 1600, 12.5, 0)}},
+	}}
+	var out bytes.Buffer
+	require.Zero(t, report(&out, r, anchors{}), "the store peer's non-2xx are not paygate's")
+	text := out.String()
+	require.Contains(t, text, "\npeer, store: the gateway a team would write instead")
+	require.Contains(t, text, "\npeer, sync: the gateway a team would write instead")
+	require.Regexp(t, `(?m)^\s+16\s+3000\s+2000\s+1\.50×\s+2500\s+-\s+-\s*$`, text)
+	require.Regexp(t, `(?m)^\s+64\s+7500\s+2500\s+3\.00×\s+4000\s+1600\s+2\.50×\s*$`, text)
+	require.Regexp(t, `(?m)^paygate, 1 instance, wrk`, text, "paygate stays the main series")
+}
