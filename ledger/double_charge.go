@@ -2,12 +2,10 @@ package ledger
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -227,24 +225,10 @@ func DismissDoubleChargeTx(ctx context.Context, tx pgx.Tx, reference, actor, not
 	return GetDoubleCharge(ctx, tx, reference)
 }
 
-func doubleChargeCursor(d DoubleCharge) string {
-	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "d1:%d:%s", d.DetectedAt.UnixMicro(), d.Reference))
-}
+func doubleChargeCursor(d DoubleCharge) string { return keysetCursor("d1", d.DetectedAt, d.Reference) }
 
 func parseDoubleChargeCursor(s string) (time.Time, string, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return time.Time{}, "", ErrBadCursor
-	}
-	parts := strings.SplitN(string(raw), ":", 3)
-	if len(parts) != 3 || parts[0] != "d1" || parts[2] == "" {
-		return time.Time{}, "", ErrBadCursor
-	}
-	micros, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil {
-		return time.Time{}, "", ErrBadCursor
-	}
-	return time.UnixMicro(micros), parts[2], nil
+	return parseKeysetCursor("d1", s)
 }
 
 // listDoubleCharges reads at most limit of the double charges cond

@@ -2,10 +2,8 @@ package ledger
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -41,25 +39,9 @@ const (
 // The payment cursor is the (created_at, id) of the last payment of a page.
 // created_at, not updated_at: a payment changes while a client pages, and a
 // key that moves would skip it or show it twice.
-func paymentCursor(p Payment) string {
-	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "p1:%d:%s", p.CreatedAt.UnixMicro(), p.ID))
-}
+func paymentCursor(p Payment) string { return keysetCursor("p1", p.CreatedAt, p.ID) }
 
-func parsePaymentCursor(s string) (time.Time, string, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return time.Time{}, "", ErrBadCursor
-	}
-	parts := strings.SplitN(string(raw), ":", 3)
-	if len(parts) != 3 || parts[0] != "p1" || parts[2] == "" {
-		return time.Time{}, "", ErrBadCursor
-	}
-	micros, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil {
-		return time.Time{}, "", ErrBadCursor
-	}
-	return time.UnixMicro(micros), parts[2], nil
-}
+func parsePaymentCursor(s string) (time.Time, string, error) { return parseKeysetCursor("p1", s) }
 
 // ListPayments returns the payments f selects, newest first (by when paygate
 // first saw them), limit at a time (DefaultPaymentLimit when zero, at most

@@ -2,11 +2,9 @@ package ledger
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -138,22 +136,17 @@ func ListUnconverted(ctx context.Context, q Querier, f UnconvertedFilter, cursor
 }
 
 func unconvertedCursor(m UnconvertedMovement) string {
-	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "u1:%d:%d", m.PostedAt.UnixMicro(), m.ID))
+	return keysetCursor("u1", m.PostedAt, strconv.FormatInt(m.ID, 10))
 }
 
 func parseUnconvertedCursor(s string) (time.Time, int64, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(s)
+	at, key, err := parseKeysetCursor("u1", s)
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	id, err := strconv.ParseInt(key, 10, 64)
 	if err != nil {
 		return time.Time{}, 0, ErrBadCursor
 	}
-	parts := strings.Split(string(raw), ":")
-	if len(parts) != 3 || parts[0] != "u1" {
-		return time.Time{}, 0, ErrBadCursor
-	}
-	micros, err1 := strconv.ParseInt(parts[1], 10, 64)
-	id, err2 := strconv.ParseInt(parts[2], 10, 64)
-	if err1 != nil || err2 != nil {
-		return time.Time{}, 0, ErrBadCursor
-	}
-	return time.UnixMicro(micros).UTC(), id, nil
+	return at, id, nil
 }
