@@ -278,11 +278,8 @@ func Validate(fx Effects) error {
 func StringValues(obj map[string]json.RawMessage) map[string]string {
 	var out map[string]string
 	for k, raw := range obj {
-		if len(raw) < 2 || raw[0] != '"' {
-			continue
-		}
-		s := string(raw[1 : len(raw)-1])
-		if bytes.IndexByte(raw, '\\') >= 0 && json.Unmarshal(raw, &s) != nil {
+		s, ok := JSONString(raw)
+		if !ok {
 			continue
 		}
 		if out == nil {
@@ -291,4 +288,17 @@ func StringValues(obj map[string]json.RawMessage) map[string]string {
 		out[k] = s
 	}
 	return out
+}
+
+// JSONString reads a JSON value's bytes as a string; false when they are
+// not one. Without escapes the text is the bytes between the quotes.
+func JSONString(raw json.RawMessage) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), true
+	}
+	var s string
+	return s, json.Unmarshal(raw, &s) == nil
 }

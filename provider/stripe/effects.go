@@ -1,7 +1,6 @@
 package stripe
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -212,14 +211,9 @@ type expandable = json.RawMessage
 // object's id; "" for null or anything else.
 func idOf(raw expandable) string {
 	switch {
-	case len(raw) >= 2 && raw[0] == '"':
-		if bytes.IndexByte(raw, '\\') < 0 {
-			return string(raw[1 : len(raw)-1])
-		}
-		var id string
-		if json.Unmarshal(raw, &id) == nil {
-			return id
-		}
+	case len(raw) > 0 && raw[0] == '"':
+		id, _ := provider.JSONString(raw)
+		return id
 	case len(raw) > 0 && raw[0] == '{':
 		var obj struct {
 			ID string `json:"id"`
