@@ -169,6 +169,18 @@ func startProbe(url string, ev stripesim.Event) *probe {
 	return p
 }
 
+// answeredSince reports whether a probe sent after at has its answer.
+func (p *probe) answeredSince(at time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, a := range p.answers {
+		if a.start.After(at) {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *probe) finish() []probeAnswer {
 	close(p.stop)
 	<-p.done
@@ -289,6 +301,10 @@ func TestFailoverSynchronousStandby(t *testing.T) {
 		require.NoError(t, f.pair.Crash())
 		crashed = time.Now() // the primary is gone
 		time.Sleep(time.Second)
+		// No promotion before a probe sent into the gap is answered: on
+		// a loaded machine paygate's 503 may take longer than the second.
+		require.Eventually(t, func() bool { return p.answeredSince(crashed) }, 30*time.Second, 10*time.Millisecond,
+			"paygate answers while no server takes writes")
 		promoting = time.Now()
 		require.NoError(t, f.pair.Promote(t.Context()))
 		promoted = time.Now()
