@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	mrand "math/rand/v2"
 	"runtime"
 	"slices"
 	"strings"
@@ -378,41 +379,62 @@ const benchWarmUp = 5000
 // concurrency.
 //
 //	go test ./jobs -run '^$' -bench Apply -benchmem -benchtime=2000x
+//
+// The mix is make bench's (stripesim.PayMix): each payment with its order
+// and description, one in ten refunded.
 func BenchmarkApply(b *testing.B) {
-	for _, size := range []int{1, 16, 128} {
-		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
-			ctx := context.Background()
-			w := newApplyWorld(b)
-			keys := w.store(b, stripesim.PaymentPairs(benchWarmUp+b.N))
-			// Warmed up and analyzed as make bench does: the plans the
-			// ledger's checks cache are made on the statistics of the
-			// moment, and those of empty tables are scans that grow with
-			// the table (the ANALYZE invalidates them).
-			applyAll := func(keys []inbox.Key) {
-				for i := 0; i < len(keys); i += size {
-					for _, err := range w.applier.apply(ctx, w.rc, keys[i:min(i+size, len(keys))]) {
-						if err != nil {
-							b.Fatal(err)
-						}
-					}
+	kinds := []struct {
+		name   string
+		events func(n int) []stripesim.Event
+	}{
+		{"pairs", stripesim.PaymentPairs},
+		{"mix", func(n int) []stripesim.Event {
+			// Two events a payment, four more a refund: n/2 payments
+			// leave at least n events.
+			mix := stripesim.New(stripesim.Config{Seed: 5}).PayMix(mrand.New(mrand.NewPCG(5, 5)), n/2+1, 0.1)
+			return mix[:n]
+		}},
+	}
+	for _, kind := range kinds {
+		for _, size := range []int{1, 16, 128} {
+			b.Run(fmt.Sprintf("events=%s/batch=%d", kind.name, size), func(b *testing.B) {
+				benchmarkApply(b, kind.events(benchWarmUp+b.N), size)
+			})
+		}
+	}
+}
+
+func benchmarkApply(b *testing.B, events []stripesim.Event, size int) {
+	ctx := context.Background()
+	w := newApplyWorld(b)
+	keys := w.store(b, events)
+	// Warmed up and analyzed as make bench does: the plans the ledger's
+	// checks cache are made on the statistics of the moment, and those of
+	// empty tables are scans that grow with the table (the ANALYZE
+	// invalidates them).
+	applyAll := func(keys []inbox.Key) {
+		for i := 0; i < len(keys); i += size {
+			for _, err := range w.applier.apply(ctx, w.rc, keys[i:min(i+size, len(keys))]) {
+				if err != nil {
+					b.Fatal(err)
 				}
 			}
-			applyAll(keys[:benchWarmUp])
-			keys = keys[benchWarmUp:]
-			if _, err := w.pool.Exec(ctx, `ANALYZE`); err != nil {
-				b.Fatal(err)
-			}
-			// The database's CPU, as well as the time: the machine is
-			// shared, and another tenant's load moves the CPU a piece of
-			// work takes much less than its rate.
-			runtime.GC() // the set-up's garbage is not the measure's
-			cpu, goCPU := testdb.BackendCPU(w.pool), testdb.ProcessCPU()
-			b.ResetTimer()
-			applyAll(keys)
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-			b.ReportMetric(float64((testdb.BackendCPU(w.pool)-cpu).Microseconds())/float64(b.N), "pg-cpu-µs/event")
-			b.ReportMetric(float64((testdb.ProcessCPU()-goCPU).Microseconds())/float64(b.N), "go-cpu-µs/event")
-		})
+		}
 	}
+	applyAll(keys[:benchWarmUp])
+	keys = keys[benchWarmUp:]
+	if _, err := w.pool.Exec(ctx, `ANALYZE`); err != nil {
+		b.Fatal(err)
+	}
+	// The database's CPU, as well as the time: the machine is shared, and
+	// another tenant's load moves the CPU a piece of work takes much less
+	// than its rate.
+	runtime.GC() // the set-up's garbage is not the measure's
+	cpu, goCPU := testdb.BackendCPU(w.pool), testdb.ProcessCPU()
+	b.ResetTimer()
+	applyAll(keys)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64((testdb.BackendCPU(w.pool)-cpu).Microseconds())/float64(b.N), "pg-cpu-µs/event")
+	b.ReportMetric(float64((testdb.ProcessCPU()-goCPU).Microseconds())/float64(b.N), "go-cpu-µs/event")
 }
