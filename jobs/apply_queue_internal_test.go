@@ -52,6 +52,13 @@ func TestApplyQueueRestsUnderPressure(t *testing.T) {
 	for _, err := range q.submitAll(context.Background(), nil, keys("pressed", 12)) {
 		require.NoError(t, err)
 	}
+	// The applier rests after it has answered its batch's callers: the
+	// last rest may begin after submitAll returns.
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(rests) >= 3
+	}, 10*time.Second, time.Millisecond)
 	mu.Lock()
 	require.Len(t, rests, 3, "12 events in batches of 4, a rest after each")
 	for _, d := range rests {
