@@ -65,6 +65,9 @@
 #   BENCH_WARMUP (5000)           events applied, then ANALYZE, before measuring
 #   BENCH_PGBENCH_SECONDS (10)    each pgbench run
 #   BENCH_FLOOR=0                 skips the floor server
+#   BENCH_LIMITS=1                also measures the least work (loadgen peer
+#                                 -group, each peer grouped): how far beyond the
+#                                 peers any gateway gets on this machine
 #   BENCH_PEERS=0                 skips the peers (the gateway a team would
 #                                 write instead)
 #   BENCH_ENDPOINT=0              skips the runs with and without an endpoint
@@ -338,18 +341,29 @@ run_loadgen -label paygate -budget -url "$started_base/webhooks/stripe" -levels 
 stop_all
 
 if [[ "${BENCH_PEERS:-1}" != 0 ]]; then
-  for mode in store sync; do
-    say "peer, $mode: the gateway a team would write instead (log: tmp/bench/peer-$mode.log)"
+  peer_runs=(store sync)
+  [[ "${BENCH_LIMITS:-0}" != 0 ]] && peer_runs+=(store-grouped sync-grouped)
+  for run in "${peer_runs[@]}"; do
+    mode=${run%-grouped}
+    group=() label=peer-$mode
+    if [[ $run == *-grouped ]]; then
+      group=(-group) label=limit-$mode
+      say "the least work, $mode: the webhooks waiting together in one transaction (log: tmp/bench/peer-$run.log)"
+    else
+      say "peer, $mode: the gateway a team would write instead (log: tmp/bench/peer-$run.log)"
+    fi
     # A fresh schema each, left behind by neither: the runs after these
     # measure paygate's database as it was.
     "$psql" "$url" -qc "SET client_min_messages = warning; DROP SCHEMA IF EXISTS peer CASCADE" >/dev/null
     p=$(free_port)
-    "$out/loadgen" peer -mode "$mode" -addr "127.0.0.1:$p" -database-url "$url" -schema peer -secret "$secret" \
-      >"$out/peer-$mode.log" 2>&1 &
+    "$out/loadgen" peer -mode "$mode" "${group[@]}" -addr "127.0.0.1:$p" -database-url "$url" -schema peer -secret "$secret" \
+      >"$out/peer-$run.log" 2>&1 &
     peer_pid=$!
     pids+=("$peer_pid")
-    wait_ready "http://127.0.0.1:$p/healthz" "$peer_pid" "$out/peer-$mode.log"
-    run_loadgen -label "peer-$mode" -peer "$mode" -url "http://127.0.0.1:$p/webhooks/stripe" -levels "$levels" \
+    wait_ready "http://127.0.0.1:$p/healthz" "$peer_pid" "$out/peer-$run.log"
+    grouped=()
+    [[ ${#group[@]} -gt 0 ]] && grouped=(-grouped)
+    run_loadgen -label "$label" -peer "$mode" "${grouped[@]}" -url "http://127.0.0.1:$p/webhooks/stripe" -levels "$levels" \
       -pids "$peer_pid" -warmup "${BENCH_WARMUP:-5000}" -rate 0
     stop_all
     "$psql" "$url" -qc "SET client_min_messages = warning; DROP SCHEMA IF EXISTS peer CASCADE" >/dev/null

@@ -89,6 +89,7 @@ func peerCommand(args []string) error {
 	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "the database; the peer's tables go in -schema")
 	schema := fs.String("schema", "peer", "the schema of the peer's tables, created when missing")
 	secret := fs.String("secret", "", "the Stripe webhook signing secret")
+	group := fs.Bool("group", false, "write the webhooks that wait together in one transaction: the least work, not the obvious design (peer_group.go)")
 	_ = fs.Parse(args)
 	ctx := context.Background()
 	p, err := newPeer(ctx, *mode, *databaseURL, *schema, *secret)
@@ -96,6 +97,9 @@ func peerCommand(args []string) error {
 		return err
 	}
 	defer p.db.Close()
+	if *group {
+		p.startGroupers(ctx)
+	}
 	srv := &http.Server{Addr: *addr, Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(os.Stderr, "loadgen: %s peer on %s (schema %s)\n", *mode, *addr, *schema)
 	return serveUntilSignal(srv.ListenAndServe, srv.Shutdown)
@@ -105,6 +109,8 @@ type peer struct {
 	mode   string
 	secret string
 	db     *pgxpool.Pool
+	// waiting is set on a grouped peer: the webhooks for its groupers.
+	waiting chan *groupedEvent
 }
 
 func newPeer(ctx context.Context, mode, databaseURL, schema, secret string) (*peer, error) {
@@ -163,8 +169,25 @@ func (p *peer) webhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "invalid signature", http.StatusBadRequest)
 		return
 	}
-	err = pgx.BeginFunc(r.Context(), p.db, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(r.Context(), `INSERT INTO events (id, type, payload) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`,
+	if p.waiting != nil {
+		err = p.submit(r.Context(), ev, body)
+	} else {
+		err = p.store(r.Context(), ev, body)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "loadgen: peer: event %s: %v\n", ev.ID, err)
+		http.Error(w, "could not store the event", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"received":true}`)
+}
+
+// store keeps the event in a transaction of its own: with a job row, or
+// applied.
+func (p *peer) store(ctx context.Context, ev stripego.Event, body []byte) error {
+	return pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO events (id, type, payload) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`,
 			ev.ID, string(ev.Type), body)
 		if err != nil {
 			return fmt.Errorf("store the event: %w", err)
@@ -173,20 +196,13 @@ func (p *peer) webhook(w http.ResponseWriter, r *http.Request) {
 			return nil // a duplicate, stored and handled the first time
 		}
 		if p.mode == peerStore {
-			if _, err := tx.Exec(r.Context(), `INSERT INTO jobs (event_id) VALUES ($1)`, ev.ID); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO jobs (event_id) VALUES ($1)`, ev.ID); err != nil {
 				return fmt.Errorf("insert the job: %w", err)
 			}
 			return nil
 		}
-		return apply(r.Context(), tx, ev)
+		return apply(ctx, tx, ev)
 	})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "loadgen: peer: event %s: %v\n", ev.ID, err)
-		http.Error(w, "could not store the event", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	io.WriteString(w, `{"received":true}`)
 }
 
 // paymentObject is what the sync peer reads of a payment_intent or a
@@ -202,51 +218,69 @@ type paymentObject struct {
 	Refunded       bool    `json:"refunded"`        // charge
 }
 
-// apply upserts the payment of a payment_intent or charge event and, on
-// its capture, posts the ledger transaction once. Other events are kept
-// and not applied.
-func apply(ctx context.Context, tx pgx.Tx, ev stripego.Event) error {
+// paymentChange is what one event says of its payment, as the sync peer
+// applies it.
+type paymentChange struct {
+	payment, status, currency string
+	captured                  int64
+	capture                   bool // the event is the payment's capture
+}
+
+// changeOf reads the payment change of a payment_intent or charge event;
+// ok is false for other events, which are kept and not applied.
+func changeOf(ev stripego.Event) (c paymentChange, ok bool, err error) {
 	if ev.Data == nil {
-		return nil
+		return c, false, nil
 	}
 	var o paymentObject
 	if err := json.Unmarshal(ev.Data.Raw, &o); err != nil {
-		return fmt.Errorf("decode data.object: %w", err)
+		return c, false, fmt.Errorf("decode data.object: %w", err)
 	}
-	payment, captured, status := o.ID, o.AmountReceived, o.Status
+	c = paymentChange{payment: o.ID, status: o.Status, currency: o.Currency, captured: o.AmountReceived}
 	switch o.Object {
 	case "payment_intent":
 	case "charge":
 		if o.PaymentIntent == nil {
-			return nil
+			return c, false, nil
 		}
-		payment, captured = *o.PaymentIntent, o.AmountCaptured
+		c.payment, c.captured = *o.PaymentIntent, o.AmountCaptured
 		if o.Refunded {
-			status = "refunded"
+			c.status = "refunded"
 		}
 	default:
-		return nil
+		return c, false, nil
+	}
+	c.capture = (ev.Type == "charge.succeeded" || ev.Type == "payment_intent.succeeded") && c.captured > 0
+	return c, true, nil
+}
+
+// apply upserts the payment of a payment_intent or charge event and, on
+// its capture, posts the ledger transaction once.
+func apply(ctx context.Context, tx pgx.Tx, ev stripego.Event) error {
+	c, ok, err := changeOf(ev)
+	if err != nil || !ok {
+		return err
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO payments (id, status, amount_captured, currency) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (id) DO UPDATE SET status = CASE WHEN payments.status = 'refunded' THEN payments.status ELSE excluded.status END,
 			amount_captured = greatest(payments.amount_captured, excluded.amount_captured), updated_at = now()`,
-		payment, status, captured, o.Currency); err != nil {
-		return fmt.Errorf("upsert payment %s: %w", payment, err)
+		c.payment, c.status, c.captured, c.currency); err != nil {
+		return fmt.Errorf("upsert payment %s: %w", c.payment, err)
 	}
-	if (ev.Type != "charge.succeeded" && ev.Type != "payment_intent.succeeded") || captured <= 0 {
+	if !c.capture {
 		return nil
 	}
 	// One statement: the transaction, unless the payment's other capture
 	// event posted it, and its two entries.
-	_, err := tx.Exec(ctx, `WITH t AS (
+	_, err = tx.Exec(ctx, `WITH t AS (
 			INSERT INTO ledger_transactions (payment_id, kind, event_id) VALUES ($1, 'capture', $2)
 			ON CONFLICT (payment_id, kind) DO NOTHING RETURNING id)
 		INSERT INTO ledger_entries (transaction_id, account, direction, amount, currency)
 		SELECT t.id, e.account, e.direction, $3::bigint::numeric, $4 FROM t,
 			(VALUES ('cash', 'debit'), ('revenue', 'credit')) AS e (account, direction)`,
-		payment, ev.ID, captured, o.Currency)
+		c.payment, ev.ID, c.captured, c.currency)
 	if err != nil {
-		return fmt.Errorf("post the capture of %s: %w", payment, err)
+		return fmt.Errorf("post the capture of %s: %w", c.payment, err)
 	}
 	return nil
 }

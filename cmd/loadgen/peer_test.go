@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -20,13 +21,18 @@ import (
 )
 
 // startPeer serves a peer of mode on a fresh database and returns its base
-// URL and a pool on its schema.
-func startPeer(t *testing.T, mode string) (string, *pgxpool.Pool) {
+// URL and a pool on its schema; grouped, it is loadgen peer -group.
+func startPeer(t *testing.T, mode string, grouped ...bool) (string, *pgxpool.Pool) {
 	t.Helper()
 	_, url := testdb.NewWithURL(t)
 	p, err := newPeer(context.Background(), mode, url, "peer", testSecret)
 	require.NoError(t, err)
 	t.Cleanup(p.db.Close)
+	if len(grouped) > 0 && grouped[0] {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		p.startGroupers(ctx)
+	}
 	srv := httptest.NewServer(p.handler())
 	t.Cleanup(srv.Close)
 	return srv.URL, p.db
@@ -58,10 +64,14 @@ func countRows(t *testing.T, db *pgxpool.Pool, query string, args ...any) int {
 // event again 200 without storing it twice (the store peer's job too).
 func TestPeersStoreASignedEventOnce(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{peerStore, peerSync} {
-		t.Run(mode, func(t *testing.T) {
+	for _, peer := range []struct {
+		mode    string
+		grouped bool
+	}{{peerStore, false}, {peerSync, false}, {peerStore, true}, {peerSync, true}} {
+		mode := peer.mode
+		t.Run(fmt.Sprintf("%s/grouped=%t", mode, peer.grouped), func(t *testing.T) {
 			t.Parallel()
-			base, db := startPeer(t, mode)
+			base, db := startPeer(t, mode, peer.grouped)
 			ev := stripesim.PaymentPairs(2)[1]
 			require.Equal(t, http.StatusOK, postEvent(t, base, ev.Payload, testSecret))
 			require.Equal(t, http.StatusBadRequest, postEvent(t, base, ev.Payload, "whsec_someone_else"))
@@ -93,10 +103,19 @@ func TestPeersStoreASignedEventOnce(t *testing.T) {
 // TestSyncPeerPostsOneBalancedCapturePerPayment: a PayMix stream, shuffled
 // and sent twice over concurrent connections, leaves every event stored
 // once, every payment with one capture of two balanced entries of its
-// amount, and the refunded payments refunded.
+// amount, and the refunded payments refunded; grouped too.
 func TestSyncPeerPostsOneBalancedCapturePerPayment(t *testing.T) {
 	t.Parallel()
-	base, db := startPeer(t, peerSync)
+	for _, grouped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("grouped=%t", grouped), func(t *testing.T) {
+			t.Parallel()
+			syncPeerPostsOneBalancedCapturePerPayment(t, grouped)
+		})
+	}
+}
+
+func syncPeerPostsOneBalancedCapturePerPayment(t *testing.T, grouped bool) {
+	base, db := startPeer(t, peerSync, grouped)
 	sim := stripesim.New(stripesim.Config{WebhookSecret: testSecret})
 	rng := mrand.New(mrand.NewPCG(7, 11))
 	events := sim.PayMix(rng, 40, 0.3)
@@ -126,7 +145,7 @@ func TestSyncPeerPostsOneBalancedCapturePerPayment(t *testing.T) {
 	work := make(chan stripesim.Event)
 	var wg sync.WaitGroup
 	statuses := make(chan int, len(sends))
-	for range 8 {
+	for range 32 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -209,4 +228,18 @@ func TestReportPeers(t *testing.T) {
 	require.Regexp(t, `(?m)^\s+16\s+3000\s+2000\s+1\.50×\s+2500\s+-\s+-\s*$`, text)
 	require.Regexp(t, `(?m)^\s+64\s+7500\s+2500\s+3\.00×\s+4000\s+1600\s+2\.50×\s*$`, text)
 	require.Regexp(t, `(?m)^paygate, 1 instance, wrk`, text, "paygate stays the main series")
+	require.NotContains(t, text, "the least work", "no grouped peer, no limit")
+
+	// The grouped peers: their own tables, and how far beyond the peers
+	// they get; the peers' comparison with paygate stays the peers'.
+	r.Series = append(r.Series,
+		series{Label: "limit-store", Peer: peerStore, Grouped: true, Instances: 1, Levels: []level{lv(64, 10000, 2, 0)}},
+		series{Label: "limit-sync", Peer: peerSync, Grouped: true, Instances: 1, Levels: []level{lv(64, 4000, 5, 0)}})
+	out.Reset()
+	require.Zero(t, report(&out, r, anchors{}))
+	text = out.String()
+	require.Regexp(t, `(?m)^\s+64\s+7500\s+2500\s+3\.00×\s+4000\s+1600\s+2\.50×\s*$`, text)
+	require.Contains(t, text, "\nthe least work, store:")
+	require.Contains(t, text, "\nthe least work, sync:")
+	require.Regexp(t, `(?m)^\s+64\s+2500\s+10000\s+4\.00×\s+1600\s+4000\s+2\.50×\s*$`, text)
 }

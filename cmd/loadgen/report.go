@@ -124,6 +124,8 @@ func report(out io.Writer, r results, a anchors) int64 {
 		switch {
 		case s.Floor:
 			floor = s
+		case s.Peer != "" && s.Grouped:
+			peers[s.Peer+groupedKey] = s
 		case s.Peer != "":
 			peers[s.Peer] = s
 		case s.NATS:
@@ -402,6 +404,58 @@ func peersSection(out io.Writer, main *series, peers map[string]*series, levels 
 		}
 		fmt.Fprintf(w, "%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n", lv.Connections, lv.ingest(), orDash(storeIngest, 0), times(lv.ingest(), storeIngest),
 			orDash(lv.e2e(), 0), orDash(syncE2E, 0), times(lv.e2e(), syncE2E))
+	}
+	w.Flush()
+	leastWork(out, peers, levels)
+}
+
+// groupedKey marks a grouped peer among the peers.
+const groupedKey = "/grouped"
+
+// leastWork prints the grouped peers' tables and, at each connection
+// count, how far the least work gets beyond the peers: the most any
+// gateway's ingest can be of the store peer's, and its end to end of the
+// sync peer's, on this machine.
+func leastWork(out io.Writer, peers map[string]*series, levels func(string, *series, *series) int64) {
+	store, syncPeer := peers[peerStore], peers[peerSync]
+	gStore, gSync := peers[peerStore+groupedKey], peers[peerSync+groupedKey]
+	if gStore == nil && gSync == nil {
+		return
+	}
+	if gStore != nil {
+		levels("the least work, store: the webhooks waiting together kept, with their jobs, by one transaction (loadgen peer -group)", gStore, nil)
+	}
+	if gSync != nil {
+		levels("the least work, sync: the webhooks waiting together kept and applied by one transaction (loadgen peer -group)", gSync, nil)
+	}
+	fmt.Fprintln(out, "\nthe least work against the peers: the most a gateway reaches of them here")
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "conns	store peer	least work, store	least vs store	sync peer	least work, sync	least vs sync	")
+	rate := func(s *series, conns int, of func(*level) float64) float64 {
+		if s == nil {
+			return 0
+		}
+		if lv := s.level(conns); lv != nil {
+			return of(lv)
+		}
+		return 0
+	}
+	seen := map[int]bool{}
+	for _, s := range []*series{gStore, gSync} {
+		if s == nil {
+			continue
+		}
+		for _, lv := range s.Levels {
+			c := lv.Connections
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			si, gi := rate(store, c, (*level).ingest), rate(gStore, c, (*level).ingest)
+			se, ge := rate(syncPeer, c, (*level).e2e), rate(gSync, c, (*level).e2e)
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c, orDash(si, 0), orDash(gi, 0), times(gi, si),
+				orDash(se, 0), orDash(ge, 0), times(ge, se))
+		}
 	}
 	w.Flush()
 }

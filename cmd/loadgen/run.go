@@ -45,6 +45,7 @@ type runOptions struct {
 	proxied      bool
 	floor        bool
 	peer         string
+	grouped      bool
 	warmup       int
 	refundShare  float64
 	rate         int
@@ -89,6 +90,7 @@ func runCommand(args []string) error {
 	fs.BoolVar(&o.proxied, "proxied", false, "-url is the proxy (for the report)")
 	fs.BoolVar(&o.floor, "floor", false, "-url is the floor server: requests are sent round and round for -seconds, nothing is stored")
 	fs.StringVar(&o.peer, "peer", "", "-url is a peer (loadgen peer) of this mode, store or sync: it answers once the event is stored (and with sync, applied), so end to end is its ingest; its /count checks the events are stored; -database-url is only for the ANALYZE after the warm-up")
+	fs.BoolVar(&o.grouped, "grouped", false, "the -peer is grouped (loadgen peer -group): the least work, reported beside the peers")
 	fs.IntVar(&o.warmup, "warmup", 5000, "events ingested and applied, then ANALYZE, before measuring (needs -database-url)")
 	fs.Float64Var(&o.refundShare, "refunds", 0.1, "share of payments refunded (4 more events each)")
 	fs.IntVar(&o.rate, "rate", 1000, "events/s offered in the latency run (0 skips it)")
@@ -130,6 +132,8 @@ type series struct {
 	Poison    int     `json:"poison"`
 	// Peer: the series is of a peer (loadgen peer) of this mode.
 	Peer string `json:"peer,omitempty"`
+	// Grouped: the peer is grouped (loadgen peer -group), the least work.
+	Grouped bool `json:"grouped,omitempty"`
 	// Delivery: one endpoint was attached, and its deliveries measured.
 	Delivery bool `json:"delivery,omitempty"`
 	// NATS: publishing to NATS JetStream was on, and measured.
@@ -186,7 +190,7 @@ type level struct {
 }
 
 func run(ctx context.Context, o runOptions) (series, error) {
-	s := series{Label: o.label, Floor: o.floor, Peer: o.peer, Instances: o.instances, Proxied: o.proxied, Delivery: o.delivery, NATS: o.nats,
+	s := series{Label: o.label, Floor: o.floor, Peer: o.peer, Grouped: o.grouped, Instances: o.instances, Proxied: o.proxied, Delivery: o.delivery, NATS: o.nats,
 		Pair: o.pair, With: o.with || o.delivery}
 	if o.pair > 0 && o.pairOf != "endpoint" {
 		s.PairOf = o.pairOf
@@ -198,6 +202,8 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		return s, errors.New("-delivery and -with need -pair: a run with a feature on is one of a pair with a run without")
 	case o.peer != "" && o.peer != peerStore && o.peer != peerSync:
 		return s, fmt.Errorf("-peer %q: store or sync", o.peer)
+	case o.grouped && o.peer == "":
+		return s, errors.New("-grouped: of a -peer")
 	case o.peer != "" && (o.floor || o.budget || o.delivery || o.nats || o.pair > 0):
 		return s, errors.New("-peer: a peer is measured by its answers and its /count alone")
 	case !slices.Contains([]string{"endpoint", "sweep", "tracing"}, o.pairOf):
