@@ -752,7 +752,7 @@ func TestDownstreamIsolation(t *testing.T) {
 	t.Logf("ingest, events/s, best of %d and of %d bursts: %.0f alone, %.0f beside the bad endpoints (%.2f×)",
 		len(base.rates), len(bad.rates), base.rate(), bad.rate(), bad.rate()/base.rate())
 	alone := base.rate()
-	if bad.rate() < 0.5*alone {
+	for round := 1; bad.rate() < 0.5*alone && round <= 2; round++ {
 		// Other packages' suites may have loaded the machine since the
 		// first measure (in one full make test, all twenty bursts beside
 		// the bad endpoints ran at a third of five alone before them).
@@ -760,15 +760,24 @@ func TestDownstreamIsolation(t *testing.T) {
 		// attempts over (a hanging one ends at its 2 s timeout), and hold
 		// the bursts beside them to the lower of the two: endpoints that
 		// held ingest up would leave this measure as fast as the first.
+		// Then, if need be, beside them again: each round sets the two
+		// side by side in time, so the machine's drift weighs on both,
+		// while endpoints holding ingest up fail every round.
 		for _, id := range []string{deadID, hangingID, flakyID} {
 			b.setStatus(g, id, "disabled")
 		}
 		time.Sleep(2500 * time.Millisecond)
 		again := b.measure(g, healthy, 0)
-		t.Logf("ingest alone again, the bad endpoints disabled: %.0f events/s, best of %d bursts", again.rate(), len(again.rates))
+		t.Logf("round %d: ingest alone again, the bad endpoints disabled: %.0f events/s, best of %d bursts",
+			round, again.rate(), len(again.rates))
 		alone = min(alone, again.rate())
 		for _, id := range []string{deadID, hangingID, flakyID} {
 			b.setStatus(g, id, "enabled") // their messages are sent from here
+		}
+		if bad.rate() < 0.5*alone {
+			bad = b.measure(g, healthy, 0.5*alone)
+			t.Logf("round %d: ingest beside the bad endpoints again: %.0f events/s, best of %d bursts",
+				round, bad.rate(), len(bad.rates))
 		}
 	}
 	t.Logf("healthy endpoint, commit to arrival, p50 of %d: %s alone, %s beside the bad endpoints",
