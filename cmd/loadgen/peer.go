@@ -79,6 +79,12 @@ CREATE TABLE IF NOT EXISTS ledger_entries (
     currency       text NOT NULL
 );
 CREATE INDEX IF NOT EXISTS ledger_entries_transaction_id ON ledger_entries (transaction_id);
+CREATE TABLE IF NOT EXISTS grouped_events (
+    id          text PRIMARY KEY,
+    type        text NOT NULL,
+    payload     bytea NOT NULL,
+    received_at timestamptz NOT NULL DEFAULT now()
+);
 `
 
 // peerCommand serves a peer until SIGTERM or SIGINT.
@@ -149,7 +155,11 @@ func (p *peer) handler() http.Handler {
 	// event answered 200 is in the database.
 	mux.HandleFunc("GET /count", func(w http.ResponseWriter, r *http.Request) {
 		var n int64
-		if err := p.db.QueryRow(r.Context(), "SELECT count(*) FROM events").Scan(&n); err != nil {
+		table := "events"
+		if p.waiting != nil {
+			table = "grouped_events"
+		}
+		if err := p.db.QueryRow(r.Context(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
 			http.Error(w, "count failed", http.StatusInternalServerError)
 			return
 		}
@@ -164,18 +174,24 @@ func (p *peer) webhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "could not read the request body", http.StatusBadRequest)
 		return
 	}
-	ev, err := webhook.ConstructEvent(body, r.Header.Get("Stripe-Signature"), p.secret)
-	if err != nil {
-		http.Error(w, "invalid signature", http.StatusBadRequest)
-		return
-	}
+	var id string
 	if p.waiting != nil {
-		err = p.submit(r.Context(), ev, body)
+		id, err = p.submit(r.Context(), body, r.Header.Get("Stripe-Signature"))
 	} else {
-		err = p.store(r.Context(), ev, body)
+		var ev stripego.Event
+		if ev, err = webhook.ConstructEvent(body, r.Header.Get("Stripe-Signature"), p.secret); err != nil {
+			err = &invalidEventError{"invalid signature"}
+		} else {
+			id, err = ev.ID, p.store(r.Context(), ev, body)
+		}
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "loadgen: peer: event %s: %v\n", ev.ID, err)
+	var invalid *invalidEventError
+	switch {
+	case errors.As(err, &invalid):
+		http.Error(w, invalid.Error(), http.StatusBadRequest)
+		return
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "loadgen: peer: event %s: %v\n", id, err)
 		http.Error(w, "could not store the event", http.StatusInternalServerError)
 		return
 	}
@@ -228,12 +244,12 @@ type paymentChange struct {
 
 // changeOf reads the payment change of a payment_intent or charge event;
 // ok is false for other events, which are kept and not applied.
-func changeOf(ev stripego.Event) (c paymentChange, ok bool, err error) {
-	if ev.Data == nil {
+func changeOf(eventType string, object json.RawMessage) (c paymentChange, ok bool, err error) {
+	if object == nil {
 		return c, false, nil
 	}
 	var o paymentObject
-	if err := json.Unmarshal(ev.Data.Raw, &o); err != nil {
+	if err := json.Unmarshal(object, &o); err != nil {
 		return c, false, fmt.Errorf("decode data.object: %w", err)
 	}
 	c = paymentChange{payment: o.ID, status: o.Status, currency: o.Currency, captured: o.AmountReceived}
@@ -250,14 +266,17 @@ func changeOf(ev stripego.Event) (c paymentChange, ok bool, err error) {
 	default:
 		return c, false, nil
 	}
-	c.capture = (ev.Type == "charge.succeeded" || ev.Type == "payment_intent.succeeded") && c.captured > 0
+	c.capture = (eventType == "charge.succeeded" || eventType == "payment_intent.succeeded") && c.captured > 0
 	return c, true, nil
 }
 
 // apply upserts the payment of a payment_intent or charge event and, on
 // its capture, posts the ledger transaction once.
 func apply(ctx context.Context, tx pgx.Tx, ev stripego.Event) error {
-	c, ok, err := changeOf(ev)
+	if ev.Data == nil {
+		return nil
+	}
+	c, ok, err := changeOf(string(ev.Type), ev.Data.Raw)
 	if err != nil || !ok {
 		return err
 	}

@@ -2,25 +2,28 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	stripego "github.com/stripe/stripe-go/v79"
+	"github.com/stripe/stripe-go/v79/webhook"
 )
 
 // A grouped peer (loadgen peer -group) is the least work a gateway can do
 // for an event on this machine, not a design anyone would ship as is: the
-// webhooks that wait together are written by one transaction, a few
+// signature checked (stripe-go's ValidatePayload, no Event built), the id,
+// type and object read into a small struct, the payload kept as bytes, and
+// the webhooks that wait together written by one transaction, a few
 // statements for all of them (the events and their jobs; or the events,
-// their payments and their captures), and answered once it commits. It
-// keeps what the peers promise (an answered event is stored, once; sync's
+// their payments and their captures), answered once it commits. It keeps
+// what the peers promise (an answered event is stored, once; sync's
 // captures post once, balanced) and nothing more: no inbox statuses, no
 // state machine, no order-freedom, no messages. Its rate is the limit a
-// batching gateway's ingest and end to end can approach here, which
-// paygate's targets are set against (docs/performance.md).
+// batching gateway's ingest and end to end can approach here
+// (docs/performance.md).
 const (
 	// groupers are the transactions a grouped peer runs at once.
 	groupers = 4
@@ -30,10 +33,25 @@ const (
 
 // groupedEvent is one webhook waiting for its group's commit.
 type groupedEvent struct {
-	ev   stripego.Event
+	ev   lightEvent
 	body []byte
 	done chan error
 }
+
+// lightEvent is what a grouped peer reads of an event.
+type lightEvent struct {
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	Data struct {
+		Object json.RawMessage `json:"object"`
+	} `json:"data"`
+}
+
+// invalidEventError is a webhook refused with a 400: its signature or its
+// shape.
+type invalidEventError struct{ reason string }
+
+func (e *invalidEventError) Error() string { return e.reason }
 
 // startGroupers starts the transactions that write the waiting webhooks.
 func (p *peer) startGroupers(ctx context.Context) {
@@ -66,19 +84,26 @@ func (p *peer) startGroupers(ctx context.Context) {
 	}
 }
 
-// submit hands an event to the groupers and waits for its group's commit.
-func (p *peer) submit(ctx context.Context, ev stripego.Event, body []byte) error {
-	g := &groupedEvent{ev: ev, body: body, done: make(chan error, 1)}
+// submit checks a webhook, hands its event to the groupers and waits for
+// its group's commit; it returns the event's id once it is read.
+func (p *peer) submit(ctx context.Context, body []byte, signature string) (string, error) {
+	if err := webhook.ValidatePayload(body, signature, p.secret); err != nil {
+		return "", &invalidEventError{"invalid signature"}
+	}
+	g := &groupedEvent{body: body, done: make(chan error, 1)}
+	if err := json.Unmarshal(body, &g.ev); err != nil || g.ev.ID == "" || g.ev.Type == "" {
+		return "", &invalidEventError{"not a Stripe event"}
+	}
 	select {
 	case p.waiting <- g:
 	case <-ctx.Done():
-		return ctx.Err()
+		return g.ev.ID, ctx.Err()
 	}
 	select {
 	case err := <-g.done:
-		return err
+		return g.ev.ID, err
 	case <-ctx.Done():
-		return ctx.Err()
+		return g.ev.ID, ctx.Err()
 	}
 }
 
@@ -108,12 +133,12 @@ func (p *peer) writeGroupTx(ctx context.Context, tx pgx.Tx, group []*groupedEven
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	types, payloads := make([]string, len(ids)), make([]string, len(ids))
+	types, payloads := make([]string, len(ids)), make([][]byte, len(ids))
 	for i, id := range ids {
-		types[i], payloads[i] = string(byID[id].ev.Type), string(byID[id].body)
+		types[i], payloads[i] = byID[id].ev.Type, byID[id].body
 	}
-	const insertEvents = `INSERT INTO events (id, type, payload)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[]::jsonb[]) ORDER BY 1
+	const insertEvents = `INSERT INTO grouped_events (id, type, payload)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[]) ORDER BY 1
 		ON CONFLICT (id) DO NOTHING RETURNING id`
 	if p.mode == peerStore {
 		_, err := tx.Exec(ctx, `WITH e AS (`+insertEvents+`) INSERT INTO jobs (event_id) SELECT id FROM e`, ids, types, payloads)
@@ -141,7 +166,8 @@ func (p *peer) writeGroupTx(ctx context.Context, tx pgx.Tx, group []*groupedEven
 	}
 	payments := map[string]*folded{}
 	for _, id := range stored {
-		c, ok, err := changeOf(byID[id].ev)
+		ev := byID[id].ev
+		c, ok, err := changeOf(ev.Type, ev.Data.Object)
 		if err != nil {
 			return fmt.Errorf("apply %s: %w", id, err)
 		}
