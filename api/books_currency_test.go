@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/internal/worldtest"
 	"github.com/paygate/paygate/ledger"
 )
 
@@ -150,7 +151,7 @@ func TestUnconvertedMovementsList(t *testing.T) {
 		b.post(t, leg)
 	}
 	b.post(t, ledger.NewPayout("stripe:payout:po_eur", "evt", "eur", d("300.00"), at(7, 9)))
-	b.learnReference(t, "pi_gbp", "ord-1042")
+	worldtest.LearnReference(t, b.pool, "pi_gbp", "ord-1042")
 
 	list := func(query string) api.UnconvertedPage {
 		t.Helper()

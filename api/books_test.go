@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/internal/worldtest"
 	"github.com/paygate/paygate/ledger"
 )
 
@@ -23,21 +24,6 @@ func (b *opsBundle) post(t *testing.T, txn ledger.Transaction) {
 	require.NoError(t, pgx.BeginFunc(context.Background(), b.pool, func(tx pgx.Tx) error {
 		_, err := ledger.PostTx(context.Background(), tx, txn)
 		return err
-	}))
-}
-
-// learnReference gives payment id the merchant's order reference, as
-// applying an event that carries it does.
-func (b *opsBundle) learnReference(t *testing.T, id, reference string) {
-	t.Helper()
-	ctx := context.Background()
-	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		p, err := ledger.LockPaymentTx(ctx, tx, "stripe", id)
-		if err != nil {
-			return err
-		}
-		p.Details.Reference = reference
-		return ledger.SavePaymentTx(ctx, tx, p, p.State, "evt_reference_"+id)
 	}))
 }
 
@@ -176,7 +162,7 @@ func TestJournalExports(t *testing.T) {
 	t.Parallel()
 	b := booksBundle(t)
 
-	b.learnReference(t, "pi_2", "ord-1042")
+	worldtest.LearnReference(t, b.pool, "pi_2", "ord-1042")
 	rec := b.do(t, http.MethodGet, "/v1/ledger/journal.csv?from=2026-02-01&to=2026-03-31", financeTok, "", "")
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	require.Equal(t, "text/csv; charset=utf-8", rec.Header().Get("Content-Type"))
@@ -245,7 +231,7 @@ func TestJournalExports(t *testing.T) {
 			// same bytes.
 			b.post(t, ledger.NewFee("stripe:fee:late", "pi_1", "evt_9", "usd", decimal.RequireFromString("1.00"),
 				time.Date(2026, 2, 10, 0, 0, 0, 0, time.UTC)))
-			b.learnReference(t, "pi_1", "ord-0999")
+			worldtest.LearnReference(t, b.pool, "pi_1", "ord-0999")
 		}
 	}
 	require.Equal(t, bodies[0], bodies[1])

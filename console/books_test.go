@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"context"
 	"fmt"
 	"html"
 	"io"
@@ -14,11 +13,11 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/internal/worldtest"
 	"github.com/paygate/paygate/ledger"
 )
 
@@ -51,7 +50,7 @@ func TestBooksImportCheck(t *testing.T) {
 			d("800"), time.Date(2026, 11, 2, 9, 0, i, 0, time.UTC)))
 	}
 	b.post(t, append(txs, legs[:]...)...)
-	learnReference(t, b, "pi_gbp", "ord-7001")
+	worldtest.LearnReference(t, b.pool, "pi_gbp", "ord-7001")
 
 	c := client(t)
 	require.Equal(t, http.StatusSeeOther, postForm(t, c, b.srv.URL+"/console/signin", url.Values{"token": {financeTok}}).StatusCode)
@@ -165,21 +164,6 @@ func unconvertedRows(page string) []string {
 		out = append(out, m[1])
 	}
 	return out
-}
-
-// learnReference gives payment id the merchant's order reference, as the
-// worker does when an event carries one.
-func learnReference(t *testing.T, b *testBundle, id, reference string) {
-	t.Helper()
-	ctx := context.Background()
-	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		p, err := ledger.LockPaymentTx(ctx, tx, "stripe", id)
-		if err != nil {
-			return err
-		}
-		p.Details.Reference = reference
-		return ledger.SavePaymentTx(ctx, tx, p, p.State, "evt_reference_"+id)
-	}))
 }
 
 // attrPairs maps the first group of each match of pattern in page to its

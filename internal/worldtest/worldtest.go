@@ -230,3 +230,18 @@ func (w *World) Count(t T, sql string, args ...any) int {
 	require.NoError(t, w.Pool.QueryRow(context.Background(), sql, args...).Scan(&n))
 	return n
 }
+
+// LearnReference gives a Stripe payment the merchant's order reference, as
+// applying an event that carries it does (the payment's state unchanged).
+func LearnReference(t T, pool *pgxpool.Pool, paymentID, reference string) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		p, err := ledger.LockPaymentTx(ctx, tx, "stripe", paymentID)
+		if err != nil {
+			return err
+		}
+		p.Details.Reference = reference
+		return ledger.SavePaymentTx(ctx, tx, p, p.State, "evt_reference_"+paymentID)
+	}))
+}
