@@ -190,6 +190,40 @@ func startBrowser(t *testing.T) context.Context {
 	return ctx
 }
 
+// downloader lets the browser save files into a folder of the test's and
+// returns what clicks sel and reads the file it saves as name. It waits for
+// the browser to say the download completed: the file can exist, empty or
+// part-written, before that.
+func downloader(t *testing.T, ctx context.Context) func(sel, name string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	completed := make(chan string, 16)
+	require.NoError(t, chromedp.ListenBrowser(ctx, func(ev any) {
+		if p, ok := ev.(*browser.EventDownloadProgress); ok && p.State == browser.DownloadProgressStateCompleted {
+			select {
+			case completed <- p.GUID:
+			default:
+			}
+		}
+	}))
+	events := true
+	_, err := chromedp.CallBrowser(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
+		Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir, EventsEnabled: &events})
+	require.NoError(t, err)
+	return func(sel, name string) []byte {
+		t.Helper()
+		run(t, ctx, chromedp.Click(chromedp.CSS(sel)))
+		select {
+		case <-completed:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the download of %s did not complete", name)
+		}
+		body, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err, "downloaded as %s", name)
+		return body
+	}
+}
+
 func run(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	require.NoError(t, chromedp.Do(ctx, steps...))
@@ -365,18 +399,10 @@ func TestFinanceInBrowser(t *testing.T) {
 
 	// The download goes through the console with the session's token; the
 	// file keeps the name the API gives it.
-	downloads := t.TempDir()
-	_, err := chromedp.CallBrowser(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
-		Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: downloads})
-	require.NoError(t, err)
+	download := downloader(t, ctx)
 	id, err := strconv.ParseInt(regexp.MustCompile(`/runs/(\d+)/`).FindStringSubmatch(csvHref(t, ctx))[1], 10, 64)
 	require.NoError(t, err)
-	run(t, ctx, chromedp.Click(chromedp.CSS("#csv")))
-	file := filepath.Join(downloads, fmt.Sprintf("reconciliation-2024-06-01-run-%d.csv", id))
-	require.Eventually(t, func() bool { _, err := os.Stat(file); return err == nil }, 10*time.Second, 50*time.Millisecond,
-		"the CSV is downloaded as %s", file)
-	csv, err := os.ReadFile(file)
-	require.NoError(t, err)
+	csv := download("#csv", fmt.Sprintf("reconciliation-2024-06-01-run-%d.csv", id))
 	require.Equal(t, strings.Join(reconcile.CSVHeader, ",")+"\n", string(csv), "a run without items: the header row")
 
 	// Without a provider API key the worker fails the run; the run page

@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
@@ -237,20 +234,7 @@ func TestCloseAMonthInBrowser(t *testing.T) {
 	require.Equal(t, []string{"close-2026-11"}, eval[[]string](t, ctx, `[...document.querySelectorAll('a.close-period')].map(a => a.id)`))
 
 	// Its export, frozen: balanced journals, the bytes the API serves.
-	downloads := t.TempDir()
-	_, err := chromedp.CallBrowser(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
-		Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: downloads})
-	require.NoError(t, err)
-	download := func(sel, name string) []byte {
-		t.Helper()
-		run(t, ctx, chromedp.Click(chromedp.CSS(sel)))
-		file := filepath.Join(downloads, name)
-		require.Eventually(t, func() bool { _, err := os.Stat(file); return err == nil }, 10*time.Second, 50*time.Millisecond,
-			"downloaded as %s", file)
-		body, err := os.ReadFile(file)
-		require.NoError(t, err)
-		return body
-	}
+	download := downloader(t, ctx)
 	export := download(`#period-2026-10 a.export[data-format="generic"]`, "paygate-journal-2026-10-generic.csv")
 	require.Equal(t, 2, balancedJournals(t, export, false), "one journal per day and currency: 5 Oct usd, 20 Oct eur")
 	require.Contains(t, string(export), "2026-10-05,")

@@ -3,14 +3,10 @@ package console_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -94,16 +90,8 @@ func TestRunItemsPagesInBrowser(t *testing.T) {
 	require.Equal(t, missing, got, "the status's items, every one, across pages")
 
 	// The download goes through the console, streamed from the API.
-	downloads := t.TempDir()
-	_, err := chromedp.CallBrowser(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
-		Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: downloads})
-	require.NoError(t, err)
-	run(t, ctx, chromedp.Click(chromedp.CSS("#csv")))
-	file := filepath.Join(downloads, fmt.Sprintf("reconciliation-2025-03-14-run-%d.csv", id))
-	require.Eventually(t, func() bool { _, err := os.Stat(file); return err == nil }, 10*time.Second, 50*time.Millisecond,
-		"the CSV is downloaded as %s", file)
-	csv, err := os.ReadFile(file)
-	require.NoError(t, err)
+	download := downloader(t, ctx)
+	csv := download("#csv", fmt.Sprintf("reconciliation-2025-03-14-run-%d.csv", id))
 	lines := strings.Split(strings.TrimSuffix(string(csv), "\n"), "\n")
 	require.Len(t, lines, 231, "the header and every item")
 	require.True(t, strings.HasPrefix(lines[230], "missing_in_ledger,txn_229,"), lines[230])
