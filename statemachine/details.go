@@ -40,8 +40,9 @@ const (
 var Fields = [...]DetailField{FieldCustomer, FieldDescription, FieldMetadata, FieldReference}
 
 // Stamps records, per field, the event its value came from; a field not
-// known has the zero Stamp (and is left out of the stored JSON, which reads
-// as an object keyed by field name).
+// known has the zero Stamp. It is stored as JSON grouped by event (see
+// MarshalJSON); the struct tags are the object keyed by field name that
+// rows written before that hold.
 type Stamps struct {
 	Customer    Stamp `json:"customer,omitzero"`
 	Description Stamp `json:"description,omitzero"`

@@ -158,10 +158,12 @@ var idPattern = regexp.MustCompile(`\b[a-z]+_[0-9A-Za-z]{24}\b`)
 // 1796126784): they move with the copy's received_at.
 var unixPattern = regexp.MustCompile(`": ?(1[5-9][0-9]{8})\b`)
 
-// utcPattern matches the UTC times paygate writes in JSON to the second
-// ("at": "2026-12-06T23:58:04Z", a payment's details_stamps): they move
-// with the copy's received_at as the payloads' Unix times do.
-var utcPattern = regexp.MustCompile(`": ?"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)"`)
+// utcPattern matches the UTC times paygate writes in JSON to the second, as
+// an object's value or an array's element after a string ("at":
+// "2026-12-06T23:58:04Z"; a payment's details_stamps, ["evt_…",
+// "2026-12-06T23:58:04Z", "r"]): they move with the copy's received_at as
+// the payloads' Unix times do.
+var utcPattern = regexp.MustCompile(`"(?:: ?|, ?)"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)"`)
 
 // utcLayout is utcPattern's time, always 20 characters.
 const utcLayout = "2006-01-02T15:04:05Z"
