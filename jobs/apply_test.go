@@ -430,10 +430,23 @@ func benchmarkApply(b *testing.B, events []stripesim.Event, size int) {
 	// another tenant's load moves the CPU a piece of work takes much less
 	// than its rate.
 	runtime.GC() // the set-up's garbage is not the measure's
-	cpu, goCPU := testdb.BackendCPU(w.pool), testdb.ProcessCPU()
+	// The WAL is the cluster's: it counts what other databases write
+	// meanwhile, so it is read on a quiet machine.
+	wal := func() (lsn string) {
+		if err := w.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+			b.Fatal(err)
+		}
+		return lsn
+	}
+	cpu, goCPU, walFrom := testdb.BackendCPU(w.pool), testdb.ProcessCPU(), wal()
 	b.ResetTimer()
 	applyAll(keys)
 	b.StopTimer()
+	var walBytes float64
+	if err := w.pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)`, wal(), walFrom).Scan(&walBytes); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(walBytes/float64(b.N), "wal-B/event")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64((testdb.BackendCPU(w.pool)-cpu).Microseconds())/float64(b.N), "pg-cpu-µs/event")
 	b.ReportMetric(float64((testdb.ProcessCPU()-goCPU).Microseconds())/float64(b.N), "go-cpu-µs/event")
