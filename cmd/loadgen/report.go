@@ -391,17 +391,7 @@ func peersSection(out io.Writer, main *series, peers map[string]*series, levels 
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "conns\tpaygate ingest/s\tstore peer ingest/s\tpaygate vs store\tpaygate e2e/s\tsync peer e2e/s\tpaygate vs sync\t")
 	for _, lv := range main.Levels {
-		var storeIngest, syncE2E float64
-		if store != nil {
-			if pl := store.level(lv.Connections); pl != nil {
-				storeIngest = pl.ingest()
-			}
-		}
-		if syncPeer != nil {
-			if pl := syncPeer.level(lv.Connections); pl != nil {
-				syncE2E = pl.e2e()
-			}
-		}
+		storeIngest, syncE2E := store.rateAt(lv.Connections, (*level).ingest), syncPeer.rateAt(lv.Connections, (*level).e2e)
 		fmt.Fprintf(w, "%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n", lv.Connections, lv.ingest(), orDash(storeIngest, 0), times(lv.ingest(), storeIngest),
 			orDash(lv.e2e(), 0), orDash(syncE2E, 0), times(lv.e2e(), syncE2E))
 	}
@@ -430,16 +420,7 @@ func leastWork(out io.Writer, peers map[string]*series, levels func(string, *ser
 	}
 	fmt.Fprintln(out, "\nthe least work against the peers: the most a gateway reaches of them here")
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "conns	store peer	least work, store	least vs store	sync peer	least work, sync	least vs sync	")
-	rate := func(s *series, conns int, of func(*level) float64) float64 {
-		if s == nil {
-			return 0
-		}
-		if lv := s.level(conns); lv != nil {
-			return of(lv)
-		}
-		return 0
-	}
+	fmt.Fprintln(w, "conns\tstore peer\tleast work, store\tleast vs store\tsync peer\tleast work, sync\tleast vs sync\t")
 	seen := map[int]bool{}
 	for _, s := range []*series{gStore, gSync} {
 		if s == nil {
@@ -451,13 +432,25 @@ func leastWork(out io.Writer, peers map[string]*series, levels func(string, *ser
 				continue
 			}
 			seen[c] = true
-			si, gi := rate(store, c, (*level).ingest), rate(gStore, c, (*level).ingest)
-			se, ge := rate(syncPeer, c, (*level).e2e), rate(gSync, c, (*level).e2e)
+			si, gi := store.rateAt(c, (*level).ingest), gStore.rateAt(c, (*level).ingest)
+			se, ge := syncPeer.rateAt(c, (*level).e2e), gSync.rateAt(c, (*level).e2e)
 			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c, orDash(si, 0), orDash(gi, 0), times(gi, si),
 				orDash(se, 0), orDash(ge, 0), times(ge, se))
 		}
 	}
 	w.Flush()
+}
+
+// rateAt is of(the level at conns) of s; 0 when s is nil or has no such
+// level (the report prints a dash).
+func (s *series) rateAt(conns int, of func(*level) float64) float64 {
+	if s == nil {
+		return 0
+	}
+	if lv := s.level(conns); lv != nil {
+		return of(lv)
+	}
+	return 0
 }
 
 func (s *series) level(conns int) *level {
