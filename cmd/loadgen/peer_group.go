@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -128,11 +129,7 @@ func (p *peer) writeGroupTx(ctx context.Context, tx pgx.Tx, group []*groupedEven
 	for _, g := range group {
 		byID[g.ev.ID] = g
 	}
-	ids := make([]string, 0, len(byID))
-	for id := range byID {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := slices.Sorted(maps.Keys(byID))
 	types, payloads := make([]string, len(ids)), make([][]byte, len(ids))
 	for i, id := range ids {
 		types[i], payloads[i] = byID[id].ev.Type, byID[id].body
@@ -190,11 +187,7 @@ func (p *peer) writeGroupTx(ctx context.Context, tx pgx.Tx, group []*groupedEven
 	if len(payments) == 0 {
 		return nil
 	}
-	order := make([]string, 0, len(payments))
-	for id := range payments {
-		order = append(order, id)
-	}
-	slices.Sort(order) // row locks in one order
+	order := slices.Sorted(maps.Keys(payments)) // row locks in one order
 	var (
 		statuses, currencies       []string
 		amounts                    []int64
