@@ -136,6 +136,10 @@ type Config struct {
 	// applying it in its ingest transaction (see applyOnIngest;
 	// PAYGATE_APPLY_ON_INGEST=false). An InsertOnly client never applies.
 	DeferApplying bool
+	// ApplyOnIngestAlways applies new events in their ingest transaction
+	// under pressure too (PAYGATE_APPLY_ON_INGEST=always): acknowledging
+	// then waits for applying, and nothing is left for later.
+	ApplyOnIngestAlways bool
 	// StripeReferenceKey is the metadata key of a Stripe payment's order
 	// reference (PAYGATE_STRIPE_REFERENCE_KEY); default
 	// stripe.DefaultReferenceKey.
@@ -273,7 +277,11 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	}
 	c := &Client{River: client, config: config, sweeper: sweeper, filler: filler}
 	if !config.InsertOnly && !config.DeferApplying {
-		c.onIngest = newApplyOnIngest(processEvent.applier, config.IngestPressure, config.TracerProvider, config.Registerer)
+		pressure := config.IngestPressure
+		if config.ApplyOnIngestAlways {
+			pressure = nil
+		}
+		c.onIngest = newApplyOnIngest(processEvent.applier, pressure, config.TracerProvider, config.Registerer)
 	}
 	return c, nil
 }
