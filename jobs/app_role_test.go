@@ -11,7 +11,6 @@ import (
 	"github.com/paygate/paygate/inbox"
 	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/internal/testdb"
-	"github.com/paygate/paygate/internal/worldtest"
 	"github.com/paygate/paygate/jobs"
 	"github.com/paygate/paygate/ledger"
 	"github.com/paygate/paygate/provider/stripe"
@@ -105,13 +104,11 @@ func TestAppRoleRunsTheWholePath(t *testing.T) {
 	}))
 	require.Equal(t, "discarded", status(bad.ID))
 
-	// An event whose job vanished, found by the sweeper: ingested to be
-	// applied by its job, not on ingest.
+	// An event whose job vanished, found by the sweeper.
 	require.NoError(t, client.River.QueuePause(ctx, jobs.QueueEvents, nil))
 	lost := sim.Emit("charge.succeeded", map[string]any{
 		"id": "ch_lost", "object": "charge", "amount": 100, "amount_captured": 100, "captured": true, "currency": "usd",
 	})
-	in.Enqueue = worldtest.JobsOnly(client)
 	ingest(lost)
 	_, err = pool.Exec(ctx, `DELETE FROM river_job WHERE id IN (SELECT job_id FROM (`+jobs.EventJobsSQL+`) j WHERE event_id = $1)`, lost.ID)
 	require.NoError(t, err)

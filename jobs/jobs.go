@@ -132,14 +132,6 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// InsertOnly builds a client that inserts but works no jobs.
 	InsertOnly bool
-	// DeferApplying leaves every new event to its apply_events job, never
-	// applying it in its ingest transaction (see applyOnIngest;
-	// PAYGATE_APPLY_ON_INGEST=false). An InsertOnly client never applies.
-	DeferApplying bool
-	// ApplyOnIngestAlways applies new events in their ingest transaction
-	// under pressure too (PAYGATE_APPLY_ON_INGEST=always): acknowledging
-	// then waits for applying, and nothing is left for later.
-	ApplyOnIngestAlways bool
 	// StripeReferenceKey is the metadata key of a Stripe payment's order
 	// reference (PAYGATE_STRIPE_REFERENCE_KEY); default
 	// stripe.DefaultReferenceKey.
@@ -204,11 +196,10 @@ const eventsFetchCooldown = 2 * time.Millisecond
 
 // Client is the River client with paygate's insert helpers.
 type Client struct {
-	River    *river.Client[pgx.Tx]
-	config   Config
-	sweeper  *sweeper
-	filler   *detailsFiller
-	onIngest *applyOnIngest // nil: events are applied by their jobs only
+	River   *river.Client[pgx.Tx]
+	config  Config
+	sweeper *sweeper
+	filler  *detailsFiller
 }
 
 // NewClient builds the River client with every paygate worker registered.
@@ -275,15 +266,7 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	c := &Client{River: client, config: config, sweeper: sweeper, filler: filler}
-	if !config.InsertOnly && !config.DeferApplying {
-		pressure := config.IngestPressure
-		if config.ApplyOnIngestAlways {
-			pressure = nil
-		}
-		c.onIngest = newApplyOnIngest(processEvent.applier, pressure, config.TracerProvider, config.Registerer)
-	}
-	return c, nil
+	return &Client{River: client, config: config, sweeper: sweeper, filler: filler}, nil
 }
 
 // CanRefund reports whether refunds can be started at provider: whether a
@@ -359,18 +342,6 @@ func (c *Client) InsertApplyEventsLinkedTx(ctx context.Context, tx pgx.Tx, provi
 		return fmt.Errorf("enqueue apply_events for %d events: %w", len(eventIDs), err)
 	}
 	return nil
-}
-
-// ApplyOnIngestTx applies, in tx, the new events of an ingest transaction,
-// unless ingest is under pressure, and reports whether it did; when it did
-// not, tx is as it was and the events need their apply_events job (see
-// applyOnIngest). ingest[i], when ingest is not nil, is the span keys[i]
-// was received in.
-func (c *Client) ApplyOnIngestTx(ctx context.Context, tx pgx.Tx, keys []inbox.Key, ingest []trace.SpanContext) (applied bool, err error) {
-	if c.onIngest == nil {
-		return false, nil
-	}
-	return c.onIngest.applyTx(ctx, tx, c.River, keys, ingest)
 }
 
 // uniqueProcessEvents are the insert parameters of a process_event job for

@@ -75,17 +75,17 @@ type BatchIngester struct {
 
 var _ Ingester = (*BatchIngester)(nil)
 
-// PressureCallers is how many callers waiting on their commits put the
+// pressureCallers is how many callers waiting on their commits put the
 // ingester under pressure: well above what a steady sender keeps in flight
 // (at 1,000 events/s, about six), reached when senders queue up, as a
 // provider's retries of a backlog do.
-const PressureCallers = 32
+const pressureCallers = 32
 
-// UnderPressure reports that at least PressureCallers callers are waiting
+// UnderPressure reports that at least pressureCallers callers are waiting
 // on their commits. The appliers rest between batches while it holds
 // (jobs.Config.IngestPressure).
 func (b *BatchIngester) UnderPressure() bool {
-	return b.waiting.Load() >= PressureCallers
+	return b.waiting.Load() >= pressureCallers
 }
 
 // batchRequest is one caller's events: they commit together or not at all,

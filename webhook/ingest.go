@@ -30,19 +30,9 @@ type LinkedEnqueuer interface {
 	InsertApplyEventsLinkedTx(ctx context.Context, tx pgx.Tx, provider string, eventIDs []string, ingest []trace.SpanContext) error
 }
 
-// OnIngestApplier is an Enqueuer that may apply the new events of an
-// ingest transaction in it, so that they commit processed and need no job.
-// applied reports that it did; when it did not, tx is as it was and the
-// events get their apply_events job. ingest[i], when ingest is not nil, is
-// the span keys[i] was received in. *jobs.Client is one.
-type OnIngestApplier interface {
-	ApplyOnIngestTx(ctx context.Context, tx pgx.Tx, keys []inbox.Key, ingest []trace.SpanContext) (applied bool, err error)
-}
-
 var (
-	_ Enqueuer        = (*jobs.Client)(nil)
-	_ LinkedEnqueuer  = (*jobs.Client)(nil)
-	_ OnIngestApplier = (*jobs.Client)(nil)
+	_ Enqueuer       = (*jobs.Client)(nil)
+	_ LinkedEnqueuer = (*jobs.Client)(nil)
 )
 
 // Ingester commits events to the inbox with their processing jobs.
@@ -97,9 +87,8 @@ func (in *TxIngester) IngestAll(ctx context.Context, events []Event) (duplicate 
 	return duplicate, nil
 }
 
-// insertTx stores events with one multi-row insert, and then, in tx,
-// applies the new ones when enqueue can (OnIngestApplier) or inserts their
-// jobs, one insert per provider. duplicate[i] reports that
+// insertTx stores events with one multi-row insert, and the job of the new
+// ones with one insert per provider, in tx. duplicate[i] reports that
 // events[i] is not the first copy of an event the inbox did not have.
 // spans[i], when spans is not nil (tracing is on), is the span events[i]
 // was received in, kept with its job.
@@ -127,9 +116,6 @@ func insertTx(ctx context.Context, tx pgx.Tx, enqueue Enqueuer, events []Event, 
 			}
 		}
 	}
-	if applied, err := applyOnIngestTx(ctx, tx, enqueue, events, created, spans); err != nil || applied {
-		return duplicate, err
-	}
 	linked, _ := enqueue.(LinkedEnqueuer)
 	providers := make([]string, 0, len(fresh))
 	for p := range fresh {
@@ -147,29 +133,6 @@ func insertTx(ctx context.Context, tx pgx.Tx, enqueue Enqueuer, events []Event, 
 		}
 	}
 	return duplicate, nil
-}
-
-// applyOnIngestTx offers the new events, created[i] for events[i], to be
-// applied in tx, all of them in one batch, when enqueue can.
-func applyOnIngestTx(ctx context.Context, tx pgx.Tx, enqueue Enqueuer, events []Event, created []bool, spans []trace.SpanContext) (bool, error) {
-	applier, ok := enqueue.(OnIngestApplier)
-	if !ok {
-		return false, nil
-	}
-	var keys []inbox.Key
-	var ingest []trace.SpanContext
-	for i, c := range created {
-		if c {
-			keys = append(keys, inbox.Key{Provider: events[i].Provider, EventID: events[i].ID})
-			if spans != nil {
-				ingest = append(ingest, spans[i])
-			}
-		}
-	}
-	if len(keys) == 0 {
-		return false, nil
-	}
-	return applier.ApplyOnIngestTx(ctx, tx, keys, ingest)
 }
 
 func toInbox(e Event) inbox.Event {

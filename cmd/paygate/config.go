@@ -53,9 +53,6 @@ type config struct {
 	// Downstream: messages and their delivery.
 	MessageRetention     time.Duration
 	DeliveryAllowPrivate bool
-	// ApplyOnIngest is when new events are applied in the transaction
-	// that stores them (PAYGATE_APPLY_ON_INGEST): calm, always or never.
-	ApplyOnIngest        string
 	DeliveryTimeout      time.Duration
 	DeliverySchedule     []time.Duration
 	DeliveryDisableAfter time.Duration
@@ -93,13 +90,6 @@ type config struct {
 	Signin signinConfig
 }
 
-// The values of PAYGATE_APPLY_ON_INGEST.
-const (
-	applyOnIngestCalm   = "calm"
-	applyOnIngestAlways = "always"
-	applyOnIngestNever  = "never"
-)
-
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/paygate?sslmode=disable"
 
 // defaultReconcileAt is the daily reconciliation's schedule (UTC) without
@@ -125,12 +115,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 		ReconcileAt:        or(getenv("PAYGATE_RECONCILE_AT"), defaultReconcileAt),
 		ShutdownTimeout:    20 * time.Second,
 		StripeReferenceKey: or(strings.TrimSpace(getenv("PAYGATE_STRIPE_REFERENCE_KEY")), stripe.DefaultReferenceKey),
-	}
-	switch v := or(getenv("PAYGATE_APPLY_ON_INGEST"), applyOnIngestCalm); v {
-	case applyOnIngestCalm, applyOnIngestAlways, applyOnIngestNever:
-		c.ApplyOnIngest = v
-	default:
-		return c, fmt.Errorf("PAYGATE_APPLY_ON_INGEST must be calm, always or never, got %q", v)
 	}
 	if n := len(c.StripeReferenceKey); n > statemachine.MaxMetadataKeyLen {
 		return c, fmt.Errorf("PAYGATE_STRIPE_REFERENCE_KEY must be a Stripe metadata key, at most %d characters, got %d",

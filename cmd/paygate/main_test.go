@@ -243,7 +243,6 @@ func TestConfigErrors(t *testing.T) {
 		"retention in hours":    {"PAYGATE_PAYLOAD_RETENTION": "720h"},
 		"retention too short":   {"PAYGATE_PAYLOAD_RETENTION": "7d"},
 		"retention negative":    {"PAYGATE_PAYLOAD_RETENTION": "-400d"},
-		"apply on ingest yes":   {"PAYGATE_APPLY_ON_INGEST": "yes"},
 		"adyen key alone":       {"PAYGATE_ADYEN_API_KEY": "sk_live_oops"},
 		"adyen account alone":   {"PAYGATE_ADYEN_MERCHANT_ACCOUNT": "PaygateECOM"},
 		"adyen url relative": {"PAYGATE_ADYEN_API_KEY": "sk_live_oops", "PAYGATE_ADYEN_MERCHANT_ACCOUNT": "PaygateECOM",
@@ -263,7 +262,6 @@ func TestConfigErrors(t *testing.T) {
 	require.Equal(t, int64(1048576), cfg.MaxBodyBytes)
 	require.True(t, strings.HasPrefix(cfg.StripeAPIURL, "https://api.stripe.com"))
 	require.Zero(t, cfg.PayloadRetention, "payloads are kept forever unless told")
-	require.Equal(t, "calm", cfg.ApplyOnIngest)
 	require.Equal(t, "https://checkout-test.adyen.com/checkout/v71", cfg.AdyenCheckoutURL)
 	require.Empty(t, refunders(cfg, slog.New(slog.DiscardHandler)), "no refund client without keys")
 	cfg, err = loadConfig(func(k string) string {

@@ -92,17 +92,15 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 			}
 			return periodic
 		},
-		Queues:              withQueues(map[string]river.QueueConfig{delivery.QueueDelivery: {MaxWorkers: deliveryWorkers}}, sweepQueues),
-		MessageRetention:    cfg.MessageRetention,
-		Refunders:           refunders(cfg, logger),
-		ReportDownloaders:   downloaders,
-		RefundCallTimeout:   cfg.RefundTimeout,
-		PayloadRetention:    cfg.PayloadRetention,
-		Registerer:          registry,
-		IngestPressure:      func() bool { return ingestPressure != nil && ingestPressure() },
-		DeferApplying:       cfg.ApplyOnIngest == applyOnIngestNever,
-		ApplyOnIngestAlways: cfg.ApplyOnIngest == applyOnIngestAlways,
-		TracerProvider:      tr.TracerProvider(),
+		Queues:            withQueues(map[string]river.QueueConfig{delivery.QueueDelivery: {MaxWorkers: deliveryWorkers}}, sweepQueues),
+		MessageRetention:  cfg.MessageRetention,
+		Refunders:         refunders(cfg, logger),
+		ReportDownloaders: downloaders,
+		RefundCallTimeout: cfg.RefundTimeout,
+		PayloadRetention:  cfg.PayloadRetention,
+		Registerer:        registry,
+		IngestPressure:    func() bool { return ingestPressure != nil && ingestPressure() },
+		TracerProvider:    tr.TracerProvider(),
 	})
 	if err != nil {
 		return err

@@ -36,20 +36,11 @@ type T interface {
 
 // World is one database with running workers.
 type World struct {
-	Pool *pgxpool.Pool
-	URL  string
-	Jobs *jobs.Client
-	// Ingester is the webhook handler's: it applies new events in their
-	// ingest transaction when it can. Deferred leaves each to its job.
+	Pool     *pgxpool.Pool
+	URL      string
+	Jobs     *jobs.Client
 	Ingester webhook.Ingester
-	Deferred webhook.Ingester
 }
-
-// JobsOnly is e without its applying on ingest: events ingested through it
-// are applied by their jobs only.
-func JobsOnly(e webhook.Enqueuer) webhook.Enqueuer { return jobsOnly{e} }
-
-type jobsOnly struct{ webhook.Enqueuer }
 
 // Opts tunes a World.
 type Opts struct {
@@ -76,8 +67,7 @@ func New(t testing.TB, opts *Opts) *World {
 		defer cancel()
 		_ = client.River.StopAndCancel(ctx)
 	})
-	return &World{Pool: pool, URL: url, Jobs: client, Ingester: &webhook.TxIngester{Pool: pool, Enqueue: client},
-		Deferred: &webhook.TxIngester{Pool: pool, Enqueue: JobsOnly(client)}}
+	return &World{Pool: pool, URL: url, Jobs: client, Ingester: &webhook.TxIngester{Pool: pool, Enqueue: client}}
 }
 
 // Ingest commits Stripe events as the webhook handler would, in the order
@@ -120,10 +110,7 @@ func (w *World) ApplyEventsAtOnce(t T, events ...provider.Event) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, w.Jobs.River.QueuePause(ctx, jobs.QueueEvents, nil))
-	for _, ev := range events {
-		_, err := w.Deferred.Ingest(ctx, ev)
-		require.NoError(t, err)
-	}
+	w.IngestEvents(t, events...)
 	require.NoError(t, w.Jobs.River.QueueResume(ctx, jobs.QueueEvents, nil))
 	w.Settle(t)
 }
@@ -157,10 +144,9 @@ func (w *World) Apply(t T, events ...stripesim.Event) {
 	w.Settle(t)
 }
 
-// ApplyAtOnce ingests events, each left to its job, while the events
-// queue is paused, then resumes it and waits for them to settle: the
-// workers find every job at once, so the events are applied together, in
-// large batches.
+// ApplyAtOnce ingests events while the events queue is paused, then
+// resumes it and waits for them to settle: the workers find every job at
+// once, so the events are applied together, in large batches.
 func (w *World) ApplyAtOnce(t T, events ...stripesim.Event) {
 	t.Helper()
 	w.ApplyEventsAtOnce(t, decodeStripe(t, events)...)
