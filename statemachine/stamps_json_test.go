@@ -17,12 +17,11 @@ import (
 func TestStampsJSONRoundTrip(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
-		var s statemachine.Stamps
 		d := statemachine.Details{}
 		for i := range rapid.IntRange(0, 6).Draw(t, "reports") {
 			d = d.Merge(report(t, i))
 		}
-		s = d.Stamps
+		s := d.Stamps
 		if rapid.Bool().Draw(t, "nanoseconds") {
 			r := d.Stamps.Reference
 			r.At = r.At.Add(time.Duration(rapid.IntRange(1, 999_999_999).Draw(t, "ns")))
