@@ -394,6 +394,15 @@ func BenchmarkApply(b *testing.B) {
 			mix := stripesim.New(stripesim.Config{Seed: 5}).PayMix(mrand.New(mrand.NewPCG(5, 5)), n/2+1, 0.1)
 			return mix[:n]
 		}},
+		{"shuffled", func(n int) []stripesim.Event {
+			// The mix in the order make bench sends it (loadgen shuffles
+			// the whole stream): a batch holds one event of most of its
+			// payments, whose other events come in other batches.
+			rng := mrand.New(mrand.NewPCG(5, 5))
+			mix := stripesim.New(stripesim.Config{Seed: 5}).PayMix(rng, n/2+1, 0.1)
+			rng.Shuffle(len(mix), func(i, j int) { mix[i], mix[j] = mix[j], mix[i] })
+			return mix[:n]
+		}},
 	}
 	for _, kind := range kinds {
 		for _, size := range []int{1, 16, 128} {
