@@ -271,9 +271,11 @@ func TestReportTargets(t *testing.T) {
 		{Label: "paygate", Instances: 1, PeakRSS: []int64{150 << 20},
 			Levels: []level{lv(64, 7500, 10, 20000, 0), cut(lv(256, 9000, 10, 30000, 1))},
 			Paced:  &level{Connections: 64, Offered: 1000, Events: 10000, Wrk: wrkResult{RequestsPerS: 990, P99: 70}}},
+		{Label: "peer-store", Peer: peerStore, Instances: 1, Levels: []level{lv(64, 2500, 8, 20000, 0)}},
+		{Label: "peer-sync", Peer: peerSync, Instances: 1, Levels: []level{lv(64, 1600, 12.5, 20000, 0)}},
 	}}
 	var out bytes.Buffer
-	bad := report(&out, r, anchors{pgbenchSingle: []float64{2900, 3100}, pgbenchBatch: 2000, batchSize: 32})
+	bad := report(&out, r, anchors{pgbenchSingle: []float64{2900, 3100}, pgbenchBare: []float64{5000}, pgbenchBatch: 2000, batchSize: 32})
 	require.EqualValues(t, 1, bad)
 	text := out.String()
 	line := func(prefix string) string {
@@ -285,10 +287,17 @@ func TestReportTargets(t *testing.T) {
 		t.Fatalf("no line %q in:\n%s", prefix, text)
 		return ""
 	}
-	require.Contains(t, line("64 connections: ingest"), "2.50×")
-	require.True(t, strings.HasSuffix(strings.TrimSpace(line("64 connections: ingest")), " met"))
-	require.Contains(t, line("64 connections: end-to-end"), "0.67×")
-	require.Contains(t, line("64 connections: end-to-end"), "NOT MET")
+	met := func(l string) bool { return strings.HasSuffix(strings.TrimSpace(l), " met") }
+	// 7,500/s ingested, 2,000/s applied end to end, against the store
+	// peer's 2,500/s, the sync peer's 1,600/s and bare's 5,000/s.
+	require.Contains(t, line("64 connections: ingest ≥ 3× the store peer"), "3.00×")
+	require.True(t, met(line("64 connections: ingest ≥ 3× the store peer")))
+	require.Contains(t, line("64 connections: ingest ≥ 1.5× bare"), "1.50×")
+	require.True(t, met(line("64 connections: ingest ≥ 1.5× bare")))
+	require.Contains(t, line("64 connections: end-to-end ≥ 1.5× the sync peer"), "1.25×")
+	require.Contains(t, line("64 connections: end-to-end ≥ 1.5× the sync peer"), "NOT MET")
+	require.Contains(t, line("64 connections: end-to-end against pgbench single, bare"), "0.67×, 0.40×")
+	require.NotContains(t, line("64 connections: end-to-end against pgbench single, bare"), "met")
 	require.Contains(t, line("256 connections"), "(floor, 40000/s)")
 	require.Contains(t, line("256 connections"), "22.5 %")
 	require.Contains(t, line("256 connections"), "NOT MET")
@@ -296,6 +305,17 @@ func TestReportTargets(t *testing.T) {
 	require.True(t, strings.HasSuffix(strings.TrimSpace(line("peak RSS ≤")), " met"))
 	require.Contains(t, line("zero non-2xx"), "NOT MET")
 	require.Contains(t, line("  -c256: wrk's -d bound"), "29000 of 30000 events answered")
+
+	// Without the peers and the bare transaction (BENCH_PEERS=0, no
+	// pgbench) their targets are not measured, neither met nor failed.
+	r.Series = r.Series[:2]
+	out.Reset()
+	report(&out, r, anchors{})
+	text = out.String()
+	for _, target := range []string{"64 connections: ingest ≥ 3× the store peer", "64 connections: ingest ≥ 1.5× bare",
+		"64 connections: end-to-end ≥ 1.5× the sync peer"} {
+		require.Regexp(t, `\s-\s+not measured\s*$`, line(target))
+	}
 }
 
 // TestReportBareOneTrip: the bare transaction in one round trip is shown
