@@ -86,7 +86,9 @@ _dev_start_stripe_mock() {
 # reconciliation paygate runs at start reads an account that matches its
 # books, a refund of the shop's payments started from paygate settles with
 # the provider's webhooks, and `bin/paygate demo` sends the shop's day. The
-# shop keeps its payments in .tools/run/demo-world.jsonl across restarts;
+# shop keeps its payments in .tools/run/demo-world.jsonl across restarts (the
+# demo refuses to play when the database holds another shop's orders, or none
+# of this one's);
 # it delivers to PAYGATE_ADDR with the secrets above, and stops when
 # paygate stops. Listening on 127.0.0.1 port 12111 or the next free one
 # (PAYGATE_DEMO_PORT to choose). PAYGATE_DEV_STRIPE=stripe-mock starts

@@ -176,6 +176,9 @@ func (d *demoRun) run(ctx context.Context, day time.Time, endpoint bool) error {
 	if err != nil {
 		return err
 	}
+	if err := d.sameShop(ctx, info); err != nil {
+		return err
+	}
 	if endpoint {
 		if err := d.ensureEndpoint(ctx, info); err != nil {
 			return err
@@ -237,6 +240,51 @@ func (d *demoRun) signInHint() string {
 		return devOpsToken + ", or " + devFinanceToken + " for finance's view"
 	}
 	return "an ops token, or a finance token for finance's view"
+}
+
+// sameShop checks that paygate's database holds this shop's orders and no
+// other's: the shop's last order (when it has one) and not its next. A
+// database another checkout's make run played into holds that shop's
+// ord-1001 onwards, and this shop's day would mix its orders with them and
+// not reconcile with the other shop's account; a journal kept past its
+// database (dropped, or another one given) makes a shop whose days paygate
+// never saw, which do not reconcile either.
+func (d *demoRun) sameShop(ctx context.Context, info demo.Info) error {
+	holds := func(ref string) (bool, error) {
+		var page struct {
+			Payments []json.RawMessage `json:"payments"`
+		}
+		if _, err := d.call(ctx, http.MethodGet, d.gateway+"/v1/payments?limit=1&reference="+url.QueryEscape(ref), d.ops, "", nil, &page); err != nil {
+			return false, fmt.Errorf("demo: look up order %s in paygate: %w", ref, err)
+		}
+		return len(page.Payments) > 0, nil
+	}
+	if info.Orders > 0 {
+		last := demo.OrderReference(info.Orders)
+		held, err := holds(last)
+		if err != nil {
+			return err
+		}
+		if !held {
+			return fmt.Errorf("demo: the demo's shop has made orders up to %s, and paygate's database holds none of them: "+
+				"the shop's journal outlived the database its days were played into. Remove the journal "+
+				"(make run's: .tools/run/demo-world.jsonl) and start make run again", last)
+		}
+	}
+	next := demo.OrderReference(info.Orders + 1)
+	held, err := holds(next)
+	if err != nil {
+		return err
+	}
+	if held {
+		return fmt.Errorf("demo: paygate's database already holds order %s, which the demo's shop has not made: another "+
+			"demo shop, with a journal of its own (another checkout's make run), played into this database, and this "+
+			"shop's day would mix its orders with that one's and not reconcile with its account. Play the demo from that "+
+			"checkout, or give this one a database of its own, for example: "+
+			"psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE paygate_other', then "+
+			"DATABASE_URL='postgres://postgres@127.0.0.1:5432/paygate_other?sslmode=disable' make run", next)
+	}
+	return nil
 }
 
 // check finds paygate, its ops token accepted, and the demo's world.

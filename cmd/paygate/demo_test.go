@@ -30,15 +30,25 @@ import (
 // scripts/dev-services.sh starts it, then paygate serve with run.sh's
 // development values and dev-services' provider settings.
 type makeRun struct {
-	srv   *server
-	world string // the shop's URL: paygate's Stripe API
-	mail  *mailpit.Server
-	env   []string
+	srv       *server
+	world     string // the shop's URL: paygate's Stripe API
+	worldProc *os.Process
+	mail      *mailpit.Server
+	env       []string
 }
 
 func startMakeRun(t *testing.T) *makeRun {
 	t.Helper()
 	_, dbURL := testdb.NewWithURL(t)
+	return startMakeRunOn(t, dbURL, filepath.Join(t.TempDir(), "demo-world.jsonl"))
+}
+
+// startMakeRunOn is startMakeRun on the database at dbURL with the shop's
+// journal at journal: a second checkout's make run on the same database
+// (a journal of its own), or a checkout's make run on a new database (the
+// journal it had).
+func startMakeRunOn(t *testing.T, dbURL, journal string) *makeRun {
+	t.Helper()
 	paygateAddr, worldAddr := freeport.Addr(t), freeport.Addr(t)
 	m := &makeRun{world: "http://" + worldAddr, mail: mailpit.Start(t)}
 	for k, v := range devDefaults(t) {
@@ -51,11 +61,11 @@ func startMakeRun(t *testing.T) *makeRun {
 		"PAYGATE_ADYEN_CHECKOUT_URL="+m.world+"/checkout/v71")
 
 	logs := &outbuf.Buffer{}
-	world := exec.Command(paygateBinary(t), "demo", "serve", "--listen", worldAddr,
-		"--journal", filepath.Join(t.TempDir(), "demo-world.jsonl"))
+	world := exec.Command(paygateBinary(t), "demo", "serve", "--listen", worldAddr, "--journal", journal)
 	world.Env = append(os.Environ(), m.env...)
 	world.Stdout, world.Stderr = logs, logs
 	require.NoError(t, world.Start())
+	m.worldProc = world.Process
 	done := make(chan struct{})
 	go func() { _ = world.Wait(); close(done) }()
 	t.Cleanup(func() { _ = world.Process.Kill(); <-done })
@@ -72,6 +82,23 @@ func startMakeRun(t *testing.T) *makeRun {
 
 	m.srv = startServerAt(t, paygateAddr, dbURL, m.env...)
 	return m
+}
+
+// stop stops paygate and the shop as stopping make run does, and waits
+// until neither answers. The test's clean-up reaps them.
+func (m *makeRun) stop(t *testing.T) {
+	t.Helper()
+	_ = m.srv.cmd.Process.Kill()
+	_ = m.worldProc.Kill()
+	require.Eventually(t, func() bool {
+		for _, u := range []string{"http://" + m.srv.addr + "/readyz", m.world + "/demo"} {
+			if res, err := http.Get(u); err == nil {
+				res.Body.Close()
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 50*time.Millisecond, "paygate and the shop stop")
 }
 
 // demo runs `paygate demo` as from a fresh shell: none of make run's
@@ -398,6 +425,44 @@ func requireDoubleCharge(t *testing.T, m *makeRun, out string) string {
 	}
 	require.Equal(t, map[string][2]string{first: {"158.00", "0.00"}, extra: {"158.00", "158.00"}}, amounts)
 	return ref
+}
+
+// TestDemoKnowsItsDatabase: the demo plays only into a database that
+// holds its shop's orders and no other shop's. A second checkout's make
+// run on the database the first one's demo played into (a shop with a
+// journal of its own, numbering from ord-1001 again), and a checkout's
+// make run on a new database with the journal of the old one, are each
+// told what happened and what to do before a webhook is sent, instead of
+// a day whose double charge is another shop's order and whose
+// reconciliation finds the other shop's payments missing.
+func TestDemoKnowsItsDatabase(t *testing.T) {
+	t.Parallel()
+	_, dbURL := testdb.NewWithURL(t)
+	journal := filepath.Join(t.TempDir(), "demo-world.jsonl")
+	first := startMakeRunOn(t, dbURL, journal)
+	require.Equal(t, "ord-1018", requireDoubleCharge(t, first, first.demo(t)))
+	var before opsStats
+	first.get(t, devOpsToken, "/v1/ops/stats", &before)
+	first.stop(t)
+
+	second := startMakeRunOn(t, dbURL, filepath.Join(t.TempDir(), "demo-world.jsonl"))
+	out, err := runDemo(t, []string{"PAYGATE_ADDR=" + second.srv.addr, "PAYGATE_STRIPE_API_URL=" + second.world})
+	require.Error(t, err)
+	require.Contains(t, out, "paygate's database already holds order ord-1001, which the demo's shop has not made")
+	require.Contains(t, out, "give this one a database of its own")
+	require.NotContains(t, out, "sending   the day's webhooks")
+	var after opsStats
+	second.get(t, devOpsToken, "/v1/ops/stats", &after)
+	require.Equal(t, before.Events, after.Events, "nothing was sent")
+	second.stop(t)
+
+	_, freshURL := testdb.NewWithURL(t)
+	third := startMakeRunOn(t, freshURL, journal)
+	out, err = runDemo(t, []string{"PAYGATE_ADDR=" + third.srv.addr, "PAYGATE_STRIPE_API_URL=" + third.world})
+	require.Error(t, err)
+	require.Contains(t, out, "the demo's shop has made orders up to ord-1018, and paygate's database holds none of them")
+	require.Contains(t, out, "Remove the journal (make run's: .tools/run/demo-world.jsonl)")
+	require.NotContains(t, out, "sending   the day's webhooks")
 }
 
 // TestDemoRefusals: the demo needs a running paygate and never plays its

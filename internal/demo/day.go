@@ -73,8 +73,12 @@ func order(base, n int) string {
 	if n < 1 || n > ordersPerDay {
 		panic(fmt.Sprintf("demo: order %d of a day of %d", n, ordersPerDay))
 	}
-	return fmt.Sprintf("ord-%d", 1000+base+n)
+	return OrderReference(base + n)
 }
+
+// OrderReference is the reference of the shop's nth order (ord-1001 the
+// first).
+func OrderReference(n int) string { return fmt.Sprintf("ord-%d", 1000+n) }
 
 // sale is one payment of the scripted day.
 type sale struct {

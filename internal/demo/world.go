@@ -504,6 +504,9 @@ type Info struct {
 	ReceiverURL string   `json:"receiver_url"`
 	Days        []string `json:"days"`
 	GatewayURL  string   `json:"gateway_url"`
+	// Orders is how many orders the shop has numbered: its last is
+	// OrderReference(Orders), the next day's first OrderReference(Orders+1).
+	Orders int `json:"orders"`
 }
 
 // WorldName is Info.World.
@@ -511,12 +514,13 @@ const WorldName = "paygate demo"
 
 func (w *World) serveInfo(rw http.ResponseWriter, _ *http.Request) {
 	w.mu.Lock()
-	days := slices.Clone(w.days)
+	days, orders := slices.Clone(w.days), w.shop.orders
 	w.mu.Unlock()
 	if days == nil {
 		days = []string{}
 	}
-	writeJSON(rw, http.StatusOK, Info{World: WorldName, ReceiverURL: w.ReceiverURL(), Days: days, GatewayURL: w.cfg.GatewayURL})
+	writeJSON(rw, http.StatusOK, Info{World: WorldName, ReceiverURL: w.ReceiverURL(), Days: days, GatewayURL: w.cfg.GatewayURL,
+		Orders: orders})
 }
 
 func (w *World) servePlay(rw http.ResponseWriter, r *http.Request) {

@@ -381,3 +381,42 @@ func paymentOf(t *testing.T, rep DayReport, id string) Payment {
 	t.Fatalf("no payment %s in the day's report", id)
 	return Payment{}
 }
+
+// TestInfoCountsTheShopsOrders: GET /demo says how many orders the shop
+// has numbered, the same after a restart from its journal, so that a
+// client can tell whether paygate's database holds this shop's orders.
+func TestInfoCountsTheShopsOrders(t *testing.T) {
+	t.Parallel()
+	gw := &gateway{}
+	gwSrv := gw.start(t)
+	journal := filepath.Join(t.TempDir(), "world.jsonl")
+	orders := func(w *World) int {
+		srv := httptest.NewServer(w.Handler())
+		defer srv.Close()
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/demo", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer sk_test_demoworld")
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode)
+		var info Info
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&info))
+		return info.Orders
+	}
+	w, err := Open(testConfig(gwSrv.URL, journal))
+	require.NoError(t, err)
+	require.Zero(t, orders(w))
+	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
+	rep, err := w.PlayDay(t.Context(), day)
+	require.NoError(t, err)
+	last := OrderReference(orders(w))
+	require.Equal(t, "ord-1018", last)
+	require.Equal(t, last, rep.DoubleCharges[0].Reference, "the day's last order is its double charge: always paid")
+	require.NoError(t, w.Close())
+
+	restored, err := Open(testConfig(gwSrv.URL, journal))
+	require.NoError(t, err)
+	defer restored.Close()
+	require.Equal(t, ordersPerDay, orders(restored))
+}
