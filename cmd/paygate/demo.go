@@ -266,7 +266,7 @@ func (d *demoRun) sameShop(ctx context.Context, info demo.Info) error {
 			return err
 		}
 		if !held {
-			return fmt.Errorf("demo: the demo's shop has made orders up to %s, and paygate's database holds none of them: "+
+			return fmt.Errorf("demo: the demo's shop has made orders up to %s, which paygate's database does not hold: "+
 				"the shop's journal outlived the database its days were played into. Remove the journal "+
 				"(make run's: .tools/run/demo-world.jsonl) and start make run again", last)
 		}

@@ -460,7 +460,7 @@ func TestDemoKnowsItsDatabase(t *testing.T) {
 	third := startMakeRunOn(t, freshURL, journal)
 	out, err = runDemo(t, []string{"PAYGATE_ADDR=" + third.srv.addr, "PAYGATE_STRIPE_API_URL=" + third.world})
 	require.Error(t, err)
-	require.Contains(t, out, "the demo's shop has made orders up to ord-1018, and paygate's database holds none of them")
+	require.Contains(t, out, "the demo's shop has made orders up to ord-1018, which paygate's database does not hold")
 	require.Contains(t, out, "Remove the journal (make run's: .tools/run/demo-world.jsonl)")
 	require.NotContains(t, out, "sending   the day's webhooks")
 }
