@@ -67,7 +67,11 @@
 #   BENCH_FLOOR=0                 skips the floor server
 #   BENCH_LIMITS=1                also measures the least work (loadgen peer
 #                                 -group, each peer grouped): how far beyond the
-#                                 peers any gateway gets on this machine
+#                                 peers any gateway gets on this machine; and
+#                                 the least work with paygate's rows (loadgen
+#                                 peer -mode contract -group, in a database
+#                                 paygate migrated): how far paygate's end to
+#                                 end could get
 #   BENCH_PEERS=0                 skips the peers (the gateway a team would
 #                                 write instead)
 #   BENCH_ENDPOINT=0              skips the runs with and without an endpoint
@@ -342,11 +346,16 @@ stop_all
 
 if [[ "${BENCH_PEERS:-1}" != 0 ]]; then
   peer_runs=(store sync)
-  [[ "${BENCH_LIMITS:-0}" != 0 ]] && peer_runs+=(store-grouped sync-grouped)
+  [[ "${BENCH_LIMITS:-0}" != 0 ]] && peer_runs+=(store-grouped sync-grouped contract-grouped)
   for run in "${peer_runs[@]}"; do
     mode=${run%-grouped}
-    group=() label=peer-$mode
-    if [[ $run == *-grouped ]]; then
+    group=() label=peer-$mode peer_url=$url schema=peer
+    if [[ $run == contract-grouped ]]; then
+      # paygate's own tables: the anchor's database, migrated afresh.
+      fresh_anchor
+      group=(-group) label=limit-$mode peer_url=$anchor_url schema=public
+      say "the least work with paygate's rows: the webhooks waiting together applied in one transaction (log: tmp/bench/peer-$run.log)"
+    elif [[ $run == *-grouped ]]; then
       group=(-group) label=limit-$mode
       say "the least work, $mode: the webhooks waiting together in one transaction (log: tmp/bench/peer-$run.log)"
     else
@@ -356,7 +365,7 @@ if [[ "${BENCH_PEERS:-1}" != 0 ]]; then
     # measure paygate's database as it was.
     "$psql" "$url" -qc "SET client_min_messages = warning; DROP SCHEMA IF EXISTS peer CASCADE" >/dev/null
     p=$(free_port)
-    "$out/loadgen" peer -mode "$mode" "${group[@]}" -addr "127.0.0.1:$p" -database-url "$url" -schema peer -secret "$secret" \
+    "$out/loadgen" peer -mode "$mode" "${group[@]}" -addr "127.0.0.1:$p" -database-url "$peer_url" -schema "$schema" -secret "$secret" \
       >"$out/peer-$run.log" 2>&1 &
     peer_pid=$!
     pids+=("$peer_pid")
@@ -364,7 +373,7 @@ if [[ "${BENCH_PEERS:-1}" != 0 ]]; then
     grouped=()
     [[ ${#group[@]} -gt 0 ]] && grouped=(-grouped)
     run_loadgen -label "$label" -peer "$mode" "${grouped[@]}" -url "http://127.0.0.1:$p/webhooks/stripe" -levels "$levels" \
-      -pids "$peer_pid" -warmup "${BENCH_WARMUP:-5000}" -rate 0
+      -pids "$peer_pid" -warmup "${BENCH_WARMUP:-5000}" -rate 0 -database-url "$peer_url"
     stop_all
     "$psql" "$url" -qc "SET client_min_messages = warning; DROP SCHEMA IF EXISTS peer CASCADE" >/dev/null
   done

@@ -31,6 +31,9 @@ import (
 //	sync   applies the event before answering: the event, the payment's
 //	       state, and the capture's ledger transaction, in the webhook's
 //	       transaction: what paygate does end to end.
+//
+// A third mode, contract, is no peer but a limit: grouped only, it writes
+// what paygate's contract writes for an event (peer_contract.go).
 const (
 	peerStore = "store"
 	peerSync  = "sync"
@@ -90,7 +93,7 @@ CREATE TABLE IF NOT EXISTS grouped_events (
 // peerCommand serves a peer until SIGTERM or SIGINT.
 func peerCommand(args []string) error {
 	fs := flag.NewFlagSet("peer", flag.ExitOnError)
-	mode := fs.String("mode", peerStore, "store (the event and a job row) or sync (the event applied before answering)")
+	mode := fs.String("mode", peerStore, "store (the event and a job row), sync (the event applied before answering), or contract (with -group: every row paygate writes for an event, in a database paygate migrated)")
 	addr := fs.String("addr", "127.0.0.1:18095", "listen address")
 	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "the database; the peer's tables go in -schema")
 	schema := fs.String("schema", "peer", "the schema of the peer's tables, created when missing")
@@ -103,8 +106,11 @@ func peerCommand(args []string) error {
 		return err
 	}
 	defer p.db.Close()
-	if *group {
+	switch {
+	case *group:
 		p.startGroupers(ctx)
+	case *mode == peerContract:
+		return errors.New("-mode contract: only with -group (the least work for paygate's rows)")
 	}
 	srv := &http.Server{Addr: *addr, Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(os.Stderr, "loadgen: %s peer on %s (schema %s)\n", *mode, *addr, *schema)
@@ -117,11 +123,13 @@ type peer struct {
 	db     *pgxpool.Pool
 	// waiting is set on a grouped peer: the webhooks for its groupers.
 	waiting chan *groupedEvent
+	// emails are a contract peer's receipt emails, for its marker.
+	emails chan []int64
 }
 
 func newPeer(ctx context.Context, mode, databaseURL, schema, secret string) (*peer, error) {
-	if mode != peerStore && mode != peerSync {
-		return nil, fmt.Errorf("-mode %q: store or sync", mode)
+	if mode != peerStore && mode != peerSync && mode != peerContract {
+		return nil, fmt.Errorf("-mode %q: store, sync or contract", mode)
 	}
 	if secret == "" {
 		return nil, errors.New("-secret is required")
@@ -135,6 +143,13 @@ func newPeer(ctx context.Context, mode, databaseURL, schema, secret string) (*pe
 	db, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if mode == peerContract {
+		if err := checkContractSchema(ctx, db); err != nil {
+			db.Close()
+			return nil, err
+		}
+		return &peer{mode: mode, secret: secret, db: db}, nil
 	}
 	if _, err := db.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		db.Close()
@@ -156,7 +171,10 @@ func (p *peer) handler() http.Handler {
 	mux.HandleFunc("GET /count", func(w http.ResponseWriter, r *http.Request) {
 		var n int64
 		table := "events"
-		if p.waiting != nil {
+		switch {
+		case p.mode == peerContract:
+			table = "inbox_events"
+		case p.waiting != nil:
 			table = "grouped_events"
 		}
 		if err := p.db.QueryRow(r.Context(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
@@ -252,22 +270,28 @@ func changeOf(eventType string, object json.RawMessage) (c paymentChange, ok boo
 	if err := json.Unmarshal(object, &o); err != nil {
 		return c, false, fmt.Errorf("decode data.object: %w", err)
 	}
+	c, ok = changeFrom(eventType, o)
+	return c, ok, nil
+}
+
+// changeFrom is changeOf of an object already read.
+func changeFrom(eventType string, o paymentObject) (c paymentChange, ok bool) {
 	c = paymentChange{payment: o.ID, status: o.Status, currency: o.Currency, captured: o.AmountReceived}
 	switch o.Object {
 	case "payment_intent":
 	case "charge":
 		if o.PaymentIntent == nil {
-			return c, false, nil
+			return c, false
 		}
 		c.payment, c.captured = *o.PaymentIntent, o.AmountCaptured
 		if o.Refunded {
 			c.status = "refunded"
 		}
 	default:
-		return c, false, nil
+		return c, false
 	}
 	c.capture = (eventType == "charge.succeeded" || eventType == "payment_intent.succeeded") && c.captured > 0
-	return c, true, nil
+	return c, true
 }
 
 // apply upserts the payment of a payment_intent or charge event and, on

@@ -43,7 +43,11 @@ type groupedEvent struct {
 type lightEvent struct {
 	ID   string `json:"id"`
 	Type string `json:"type"`
-	Data struct {
+	// Read for a contract peer's inbox row.
+	Created    int64  `json:"created"`
+	APIVersion string `json:"api_version"`
+	Livemode   bool   `json:"livemode"`
+	Data       struct {
 		Object json.RawMessage `json:"object"`
 	} `json:"data"`
 }
@@ -57,6 +61,9 @@ func (e *invalidEventError) Error() string { return e.reason }
 // startGroupers starts the transactions that write the waiting webhooks.
 func (p *peer) startGroupers(ctx context.Context) {
 	p.waiting = make(chan *groupedEvent, 4*maxGroup)
+	if p.mode == peerContract {
+		p.startMarker(ctx)
+	}
 	for range groupers {
 		go func() {
 			for {
@@ -111,12 +118,27 @@ func (p *peer) submit(ctx context.Context, body []byte, signature string) (strin
 // writeGroup writes a group in one transaction, tried again when it was
 // chosen as a deadlock's victim or failed to serialize.
 func (p *peer) writeGroup(ctx context.Context, group []*groupedEvent) error {
-	var err error
+	var (
+		err    error
+		emails []int64
+	)
 	for range 5 {
-		err = pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error { return p.writeGroupTx(ctx, tx, group) })
+		err = pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) (err error) {
+			if p.mode == peerContract {
+				emails, err = p.writeContractTx(ctx, tx, group)
+				return err
+			}
+			return p.writeGroupTx(ctx, tx, group)
+		})
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || (pgErr.Code != "40P01" && pgErr.Code != "40001") {
-			return err
+			break
+		}
+	}
+	if err == nil && len(emails) > 0 {
+		select {
+		case p.emails <- emails:
+		case <-ctx.Done():
 		}
 	}
 	return err

@@ -144,6 +144,34 @@ func syncPeerPostsOneBalancedCapturePerPayment(t *testing.T, grouped bool) {
 	require.Len(t, captured, 40)
 	require.NotEmpty(t, refunded)
 
+	sendTwiceShuffled(t, base, rng, events)
+
+	table := "events"
+	if grouped {
+		table = "grouped_events"
+	}
+	require.Equal(t, len(events), countRows(t, db, "SELECT count(*) FROM "+table))
+	require.Equal(t, len(captured), countRows(t, db, "SELECT count(*) FROM ledger_transactions WHERE kind = 'capture'"))
+	require.Zero(t, countRows(t, db, `SELECT count(*) FROM (
+		SELECT transaction_id FROM ledger_entries GROUP BY transaction_id
+		HAVING count(*) <> 2 OR coalesce(sum(amount) FILTER (WHERE direction = 'debit'), 0)
+			<> coalesce(sum(amount) FILTER (WHERE direction = 'credit'), 0)) unbalanced`))
+	for payment, amount := range captured {
+		require.Equal(t, 1, countRows(t, db, `SELECT count(*) FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id
+			WHERE t.payment_id = $1 AND e.direction = 'debit' AND e.amount = $2`, payment, amount), payment)
+		status := "succeeded"
+		if refunded[payment] {
+			status = "refunded"
+		}
+		require.Equal(t, 1, countRows(t, db, "SELECT count(*) FROM payments WHERE id = $1 AND status = $2 AND amount_captured = $3",
+			payment, status, amount), payment)
+	}
+}
+
+// sendTwiceShuffled sends events twice, shuffled, over 32 concurrent
+// connections, and requires every answer to be 200.
+func sendTwiceShuffled(t *testing.T, base string, rng *mrand.Rand, events []stripesim.Event) {
+	t.Helper()
 	sends := append(append([]stripesim.Event(nil), events...), events...)
 	rng.Shuffle(len(sends), func(i, j int) { sends[i], sends[j] = sends[j], sends[i] })
 	work := make(chan stripesim.Event)
@@ -167,27 +195,75 @@ func syncPeerPostsOneBalancedCapturePerPayment(t *testing.T, grouped bool) {
 	for s := range statuses {
 		require.Equal(t, http.StatusOK, s)
 	}
+}
 
-	table := "events"
-	if grouped {
-		table = "grouped_events"
+// TestContractPeerWritesPaygatesRows: the least work for paygate's rows
+// does not silently do less than paygate. A PayMix stream, shuffled and
+// sent twice over concurrent connections, leaves in paygate's own tables
+// every event in the inbox once and processed; each payment with its
+// final status, one fact for each of its events, a message for each of
+// its changes, placed in the feed; one balanced capture and one receipt
+// email for each captured payment, one refund transaction and one
+// confirmation for each refunded one, the emails marked. A database
+// paygate did not migrate is refused.
+func TestContractPeerWritesPaygatesRows(t *testing.T) {
+	t.Parallel()
+	_, url := testdb.NewWithURL(t)
+	p, err := newPeer(context.Background(), peerContract, url, "public", testSecret)
+	require.NoError(t, err)
+	t.Cleanup(p.db.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	p.startGroupers(ctx)
+	srv := httptest.NewServer(p.handler())
+	t.Cleanup(srv.Close)
+	db := p.db
+
+	sim := stripesim.New(stripesim.Config{WebhookSecret: testSecret})
+	rng := mrand.New(mrand.NewPCG(3, 5))
+	events := sim.PayMix(rng, 40, 0.3)
+	refunded := map[string]bool{}
+	for _, e := range events {
+		if e.Type == stripesim.EventChargeRefunded {
+			refunded[e.PaymentIntentID] = true
+		}
 	}
-	require.Equal(t, len(events), countRows(t, db, "SELECT count(*) FROM "+table))
-	require.Equal(t, len(captured), countRows(t, db, "SELECT count(*) FROM ledger_transactions WHERE kind = 'capture'"))
+	require.NotEmpty(t, refunded)
+	sendTwiceShuffled(t, srv.URL, rng, events)
+
+	require.Equal(t, len(events), countRows(t, db, "SELECT count(*) FROM inbox_events WHERE status = 'processed'"))
+	require.Equal(t, len(events), countRows(t, db, "SELECT count(*) FROM inbox_event_keys"))
+	n, err := readCount(srv.URL + "/count")
+	require.NoError(t, err)
+	require.EqualValues(t, len(events), n)
+	require.Equal(t, 40, countRows(t, db, "SELECT count(*) FROM payments"))
+	for payment := range refunded {
+		require.Equal(t, 1, countRows(t, db, "SELECT count(*) FROM payments WHERE id = $1 AND status = 'refunded'", payment), payment)
+	}
+	require.Equal(t, 40-len(refunded), countRows(t, db, "SELECT count(*) FROM payments WHERE status = 'succeeded'"), "no status goes back")
+	require.Equal(t, 40, countRows(t, db, "SELECT count(*) FROM ledger_transactions WHERE kind = 'capture'"))
+	require.Equal(t, len(refunded), countRows(t, db, "SELECT count(*) FROM ledger_transactions WHERE kind = 'refund'"))
+	require.Zero(t, countRows(t, db, "SELECT count(*) FROM payments WHERE amount_refunded <> CASE WHEN status = 'refunded' THEN amount_captured ELSE 0 END"))
 	require.Zero(t, countRows(t, db, `SELECT count(*) FROM (
 		SELECT transaction_id FROM ledger_entries GROUP BY transaction_id
-		HAVING count(*) <> 2 OR coalesce(sum(amount) FILTER (WHERE direction = 'debit'), 0)
-			<> coalesce(sum(amount) FILTER (WHERE direction = 'credit'), 0)) unbalanced`))
-	for payment, amount := range captured {
-		require.Equal(t, 1, countRows(t, db, `SELECT count(*) FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id
-			WHERE t.payment_id = $1 AND e.direction = 'debit' AND e.amount = $2`, payment, amount), payment)
-		status := "succeeded"
-		if refunded[payment] {
-			status = "refunded"
-		}
-		require.Equal(t, 1, countRows(t, db, "SELECT count(*) FROM payments WHERE id = $1 AND status = $2 AND amount_captured = $3",
-			payment, status, amount), payment)
-	}
+		HAVING count(*) <> 2 OR sum(debit) <> sum(credit)) unbalanced`))
+	// Every event of a payment is one of its facts: the events of the mix
+	// are all of payment_intents and their charges.
+	require.Equal(t, len(events), countRows(t, db, "SELECT count(*) FROM payment_facts"))
+	require.Zero(t, countRows(t, db, `SELECT count(*) FROM payments p
+		WHERE p.message_sequence <> (SELECT count(*) FROM messages m WHERE m.aggregate_id = p.id)`), "a message for each change")
+	require.Zero(t, countRows(t, db, "SELECT count(*) FROM messages WHERE position IS NULL"))
+	require.Equal(t, countRows(t, db, "SELECT count(*) FROM messages"), countRows(t, db, "SELECT count(DISTINCT position) FROM messages"))
+	require.Positive(t, countRows(t, db, "SELECT count(*) FROM payment_history"))
+	require.Equal(t, 40, countRows(t, db, "SELECT count(*) FROM email_outbox WHERE kind = 'payment_receipt'"))
+	require.Equal(t, len(refunded), countRows(t, db, "SELECT count(*) FROM email_outbox WHERE kind = 'refund_confirmation'"))
+	require.Eventually(t, func() bool {
+		return countRows(t, db, "SELECT count(*) FROM email_outbox WHERE status = 'pending'") == 0
+	}, 10*time.Second, 20*time.Millisecond, "the receipts marked")
+
+	_, other := startPeer(t, peerSync) // a database with the peers' tables only
+	_, err = newPeer(context.Background(), peerContract, other.Config().ConnString(), "peer", testSecret)
+	require.ErrorContains(t, err, "paygate migrate")
 }
 
 // TestRunMeasuresAPeer: loadgen run -peer sends the level through wrk and
@@ -250,4 +326,15 @@ func TestReportPeers(t *testing.T) {
 	require.Contains(t, text, "\nthe least work, store:")
 	require.Contains(t, text, "\nthe least work, sync:")
 	require.Regexp(t, `(?m)^\s+64\s+2500\s+10000\s+4\.00×\s+1600\s+4000\s+2\.50×\s*$`, text)
+	require.NotContains(t, text, "paygate's rows", "no contract peer, no such limit")
+
+	// The contract peer: its table, its end to end against the sync
+	// peer's, and paygate's against it.
+	r.Series = append(r.Series,
+		series{Label: "limit-contract", Peer: peerContract, Grouped: true, Instances: 1, Levels: []level{lv(64, 3200, 6.25, 0)}})
+	out.Reset()
+	require.Zero(t, report(&out, r, anchors{}))
+	text = out.String()
+	require.Contains(t, text, "\nthe least work, paygate's rows:")
+	require.Regexp(t, `(?m)^\s+64\s+1600\s+3200\s+2\.00×\s+4000\s+1\.25×\s*$`, text)
 }

@@ -410,6 +410,7 @@ func peersSection(out io.Writer, main *series, peers map[string]*series, levels 
 	}
 	w.Flush()
 	leastWork(out, peers, levels)
+	contractWork(out, main, peers, levels)
 }
 
 // groupedKey marks a grouped peer among the peers.
@@ -450,6 +451,27 @@ func leastWork(out io.Writer, peers map[string]*series, levels func(string, *ser
 			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c, orDash(si, 0), orDash(gi, 0), times(gi, si),
 				orDash(se, 0), orDash(ge, 0), times(ge, se))
 		}
+	}
+	w.Flush()
+}
+
+// contractWork prints the contract peer's table and, at each connection
+// count, its end to end against the sync peer's and paygate's against
+// its: how far the least work writing paygate's rows gets beyond the
+// obvious gateway here, and how much of that paygate reaches.
+func contractWork(out io.Writer, main *series, peers map[string]*series, levels func(string, *series, *series) int64) {
+	contract := peers[peerContract+groupedKey]
+	if contract == nil {
+		return
+	}
+	levels("the least work, paygate's rows: the webhooks waiting together kept and applied by one transaction with every row paygate writes for them, in paygate's tables (loadgen peer -mode contract -group)", contract, nil)
+	fmt.Fprintln(out, "\nthe least work with paygate's rows: the most paygate's end to end reaches here")
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "conns\tsync peer e2e/s\tleast work, paygate's rows\tleast vs sync\tpaygate e2e/s\tpaygate of least\t")
+	for _, lv := range contract.Levels {
+		c := lv.Connections
+		se, pe := peers[peerSync].rateAt(c, (*level).e2e), main.rateAt(c, (*level).e2e)
+		fmt.Fprintf(w, "%d\t%s\t%.0f\t%s\t%s\t%s\t\n", c, orDash(se, 0), lv.e2e(), times(lv.e2e(), se), orDash(pe, 0), times(pe, lv.e2e()))
 	}
 	w.Flush()
 }
