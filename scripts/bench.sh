@@ -30,6 +30,9 @@
 #      ledger transaction), each on a fresh schema `peer` of the database,
 #      warmed up and run as in step 4 at its levels: paygate's ingest
 #      against the store peer's, its end to end against the sync peer's;
+#      with BENCH_LIMITS=1 then each grouped (-group: the least work), and
+#      -mode contract -group (the least work with paygate's rows) on the
+#      anchor's database migrated afresh;
 #   5. one `paygate serve` with one endpoint attached (`loadgen receive`, a
 #      local receiver answering 200 at once), warmed up and analyzed as in
 #      step 4 (with the endpoint's deliveries in it), at 64 connections:
