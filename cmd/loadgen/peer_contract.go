@@ -57,6 +57,8 @@ type contractObject struct {
 }
 
 // contractPayment is a payment as a contract peer changes it in a group.
+// Its amounts are in cents and stored as two-decimal amounts whatever the
+// currency: the rows cost the same.
 type contractPayment struct {
 	id, status, currency           string
 	amount, captured, refunded     int64
@@ -209,8 +211,11 @@ func (p *peer) writeContractTx(ctx context.Context, tx pgx.Tx, group []*groupedE
 		}
 		payments[cp.id] = cp
 	}
-	if err == nil {
-		err = rows.Err()
+	if rows != nil {
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
 	}
 	if cerr := locked.Close(); err == nil {
 		err = cerr
