@@ -305,7 +305,9 @@ func report(out io.Writer, r results, a anchors) int64 {
 		fmt.Fprintf(w, "%d connections, one endpoint: ingest within 10 %% of without (median of %d pairs)\t%s\t%s\t\n", c, m.n, times(m.ingest, 1), verdict(m.ingest >= 0.9))
 		fmt.Fprintf(w, "%d connections, one endpoint: end-to-end within 10 %% of without (median of %d pairs)\t%s\t%s\t\n", c, m.n, times(m.e2e, 1), verdict(m.e2e >= 0.9))
 		if bare > 0 {
-			fmt.Fprintf(w, "%d connections, one endpoint: end-to-end ≥ 0.9× bare (median of %d pairs)\t%s\t%s\t\n", c, m.n, ratioBare(m.withE2E), verdict(m.withE2E >= 0.9*bare))
+			// Issue 31's target, which the peers replaced as end to end's
+			// anchor: kept as a comparison.
+			fmt.Fprintf(w, "%d connections, one endpoint: end-to-end against bare (median of %d pairs; compared, no target)\t%s\t\t\n", c, m.n, ratioBare(m.withE2E))
 		}
 		if m.measuredLag {
 			fmt.Fprintf(w, "%d connections, one endpoint: delivery keeps up in every pair (last delivered ≤ 1 s after the last applied; the latest)\t%+.1f s\t%s\t\n", c, m.worstLag, verdict(m.worstLag <= 1))
