@@ -21,7 +21,10 @@
 //	loadgen peer    the gateway a team would write instead, measured beside
 //	                paygate: net/http, stripe-go's signature check, a pool
 //	                of 32, one transaction per webhook; -mode store keeps
-//	                the event and a job, -mode sync applies it too.
+//	                the event and a job, -mode sync applies it too. With
+//	                -group, the least work: the webhooks waiting together
+//	                in one transaction; -mode contract -group writes every
+//	                row paygate writes for an event, in paygate's tables.
 //	loadgen proxy   a round-robin reverse proxy in front of several
 //	                `paygate serve` instances, keep-alive to each.
 //	loadgen receive the endpoint paygate delivers to, answering 200 at
