@@ -8,12 +8,13 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shopspring/decimal"
 
+	"github.com/paygate/paygate/ledger"
 	"github.com/paygate/paygate/outbox"
 	"github.com/paygate/paygate/statemachine"
 )
@@ -39,8 +40,8 @@ import (
 //     (skipped: no SMTP here, as in make bench).
 //
 // It keeps no River job, no inbox status to update, no poison queue, no
-// state machine beyond the sync peer's rule, and applies each event before
-// answering. Its rate is what the least work reaches here with paygate's
+// state machine beyond statuses that never go back, and applies each event
+// before answering. Its rate is what the least work reaches here with paygate's
 // rows: the limit for paygate's own end to end on this machine.
 const peerContract = "contract"
 
@@ -196,31 +197,21 @@ func (p *peer) writeContractTx(ctx context.Context, tx pgx.Tx, group []*groupedE
 		ON CONFLICT DO NOTHING`, order)
 	lock.Queue(`SELECT p.id, p.status, p.currency, p.message_sequence, (p.amount_captured * 100)::bigint,
 			(p.amount_refunded * 100)::bigint, ARRAY(SELECT f.key FROM payment_facts f WHERE f.payment_id = p.id)
-		FROM payments p WHERE p.id = ANY($1) ORDER BY p.id FOR UPDATE`, order)
-	locked := tx.SendBatch(ctx, lock)
-	_, err = locked.Exec()
-	if err == nil {
-		rows, err = locked.Query()
-	}
-	for err == nil && rows.Next() {
-		cp := &contractPayment{known: map[string]bool{}}
+		FROM payments p WHERE p.id = ANY($1) ORDER BY p.id FOR UPDATE`, order).Query(func(rows pgx.Rows) error {
+		var cp contractPayment
 		var keys []string
-		err = rows.Scan(&cp.id, &cp.status, &cp.currency, &cp.sequence, &cp.captured, &cp.refunded, &keys)
-		for _, k := range keys {
-			cp.known[k] = true
-		}
-		payments[cp.id] = cp
-	}
-	if rows != nil {
-		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
-	}
-	if cerr := locked.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+		_, err := pgx.ForEachRow(rows, []any{&cp.id, &cp.status, &cp.currency, &cp.sequence, &cp.captured, &cp.refunded, &keys}, func() error {
+			p := cp
+			p.known = make(map[string]bool, len(keys))
+			for _, k := range keys {
+				p.known[k] = true
+			}
+			payments[p.id] = &p
+			return nil
+		})
+		return err
+	})
+	if err := tx.SendBatch(ctx, lock).Close(); err != nil {
 		return nil, fmt.Errorf("lock %d payments: %w", len(order), err)
 	}
 
@@ -386,35 +377,16 @@ func (p *peer) writeContractTx(ctx context.Context, tx pgx.Tx, group []*groupedE
 		batch.Queue(`SELECT reference FROM payments WHERE reference = ANY($1) AND amount_captured > 0
 			GROUP BY reference HAVING count(*) > 1`, references)
 	}
+	var emails []int64
 	if len(ePayment) > 0 {
 		batch.Queue(`INSERT INTO email_outbox (kind, object_id, payment_id, recipient, message_id)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
-			ON CONFLICT (kind, object_id) DO NOTHING RETURNING id`, eKind, eObject, ePayment, eRecipient, eMessage)
+			ON CONFLICT (kind, object_id) DO NOTHING RETURNING id`, eKind, eObject, ePayment, eRecipient, eMessage).Query(func(rows pgx.Rows) (err error) {
+			emails, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+			return err
+		})
 	}
-	results := tx.SendBatch(ctx, batch)
-	var emails []int64
-	for range batch.Len() - 1 {
-		if _, err := results.Exec(); err != nil {
-			results.Close()
-			return nil, fmt.Errorf("apply %d events: %w", len(todo), err)
-		}
-	}
-	if batch.Len() > 0 {
-		if len(ePayment) > 0 {
-			rows, err := results.Query()
-			if err == nil {
-				emails, err = pgx.CollectRows(rows, pgx.RowTo[int64])
-			}
-			if err != nil {
-				results.Close()
-				return nil, fmt.Errorf("write %d emails: %w", len(ePayment), err)
-			}
-		} else if _, err := results.Exec(); err != nil {
-			results.Close()
-			return nil, fmt.Errorf("apply %d events: %w", len(todo), err)
-		}
-	}
-	if err := results.Close(); err != nil {
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, fmt.Errorf("apply %d events: %w", len(todo), err)
 	}
 	// Last, as paygate's applying: placing holds the feed's sequencer.
@@ -424,21 +396,27 @@ func (p *peer) writeContractTx(ctx context.Context, tx pgx.Tx, group []*groupedE
 	return emails, nil
 }
 
-// contractMessage is the message of a payment's change, as paygate's
-// catalogue shapes it.
+// contractMessage is the message of a payment's change, by paygate's
+// catalogue.
 func contractMessage(cp *contractPayment, previous statemachine.State, at time.Time) (outbox.Message, error) {
-	view := outbox.PaymentView{
-		ID: cp.id, Provider: "stripe", Status: statemachine.State(cp.status), Currency: cp.currency,
-		Amount: minorUnits(cp.amount), AmountCaptured: minorUnits(cp.captured), AmountRefunded: minorUnits(cp.refunded), AmountDisputed: "0.00",
-		Reference: cp.reference, Customer: cp.customer, Description: cp.describes, Metadata: cp.metadata, UpdatedAt: at,
+	p := ledger.Payment{
+		ID: cp.id, Provider: "stripe", UpdatedAt: at, MessageSequence: cp.sequence,
+		Summary: statemachine.Summary{
+			State: statemachine.State(cp.status), Currency: cp.currency, Amount: decimal.New(cp.amount, -2),
+			AmountCaptured: decimal.New(cp.captured, -2), AmountRefunded: decimal.New(cp.refunded, -2),
+		},
+		Details: statemachine.Details{Reference: deref(cp.reference), Customer: deref(cp.customer),
+			Description: deref(cp.describes), Metadata: cp.metadata},
 	}
-	if view.Metadata == nil {
-		view.Metadata = map[string]string{}
+	return outbox.PaymentMessage(p, previous)
+}
+
+// deref is *s, or "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
 	}
-	if previous != "" {
-		view.PreviousStatus = &previous
-	}
-	return outbox.New(outbox.AggregatePayment, cp.id, cp.sequence, outbox.PaymentType(view.Status), at, outbox.PaymentData{Payment: view})
+	return *s
 }
 
 // statusRank orders a payment's statuses as they follow each other.
@@ -452,9 +430,4 @@ func statusRank(s string) int {
 		return 0
 	}
 	return 1
-}
-
-// minorUnits formats an amount of cents as a two-decimal string.
-func minorUnits(cents int64) string {
-	return strconv.FormatInt(cents/100, 10) + "." + fmt.Sprintf("%02d", cents%100)
 }
