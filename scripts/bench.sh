@@ -30,9 +30,10 @@
 #      ledger transaction), each on a fresh schema `peer` of the database,
 #      warmed up and run as in step 4 at its levels: paygate's ingest
 #      against the store peer's, its end to end against the sync peer's;
-#      with BENCH_LIMITS=1 then each grouped (-group: the least work), and
-#      -mode contract -group (the least work with paygate's rows) on the
-#      anchor's database migrated afresh;
+#      with BENCH_LIMITS=1 then each grouped (-group: the least work),
+#      -mode contract -group (the least work with paygate's rows) and -mode
+#      inbox -group (with paygate's ingest rows), each on the anchor's
+#      database migrated afresh;
 #   5. one `paygate serve` with one endpoint attached (`loadgen receive`, a
 #      local receiver answering 200 at once), warmed up and analyzed as in
 #      step 4 (with the endpoint's deliveries in it), at 64 connections:
@@ -74,7 +75,9 @@
 #                                 the least work with paygate's rows (loadgen
 #                                 peer -mode contract -group, in a database
 #                                 paygate migrated): how far paygate's end to
-#                                 end could get
+#                                 end could get; and with paygate's ingest
+#                                 rows (-mode inbox -group): how far its
+#                                 ingest could
 #   BENCH_PEERS=0                 skips the peers (the gateway a team would
 #                                 write instead)
 #   BENCH_ENDPOINT=0              skips the runs with and without an endpoint
@@ -349,15 +352,19 @@ stop_all
 
 if [[ "${BENCH_PEERS:-1}" != 0 ]]; then
   peer_runs=(store sync)
-  [[ "${BENCH_LIMITS:-0}" != 0 ]] && peer_runs+=(store-grouped sync-grouped contract-grouped)
+  [[ "${BENCH_LIMITS:-0}" != 0 ]] && peer_runs+=(store-grouped sync-grouped contract-grouped inbox-grouped)
   for run in "${peer_runs[@]}"; do
     mode=${run%-grouped}
     group=() label=peer-$mode peer_url=$url schema=peer
-    if [[ $run == contract-grouped ]]; then
+    if [[ $run == contract-grouped || $run == inbox-grouped ]]; then
       # paygate's own tables: the anchor's database, migrated afresh.
       fresh_anchor
       group=(-group) label=limit-$mode peer_url=$anchor_url schema=public
-      say "the least work with paygate's rows: the webhooks waiting together applied in one transaction (log: tmp/bench/peer-$run.log)"
+      if [[ $run == contract-grouped ]]; then
+        say "the least work with paygate's rows: the webhooks waiting together applied in one transaction (log: tmp/bench/peer-$run.log)"
+      else
+        say "the least work with paygate's ingest rows: the webhooks waiting together kept by paygate's ingest statements (log: tmp/bench/peer-$run.log)"
+      fi
     elif [[ $run == *-grouped ]]; then
       group=(-group) label=limit-$mode
       say "the least work, $mode: the webhooks waiting together in one transaction (log: tmp/bench/peer-$run.log)"

@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	stripego "github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/webhook"
+
+	"github.com/paygate/paygate/jobs"
 )
 
 // The peers are the Stripe webhook gateway a team writes in an afternoon,
@@ -32,8 +34,9 @@ import (
 //	       state, and the capture's ledger transaction, in the webhook's
 //	       transaction: what paygate does end to end.
 //
-// A third mode, contract, is no peer but a limit: grouped only, it writes
-// what paygate's contract writes for an event (peer_contract.go).
+// Two more modes are no peers but limits, grouped only: contract writes
+// what paygate's contract writes for an event (peer_contract.go), inbox
+// what paygate's ingest writes (peer_inbox.go).
 const (
 	peerStore = "store"
 	peerSync  = "sync"
@@ -93,7 +96,7 @@ CREATE TABLE IF NOT EXISTS grouped_events (
 // peerCommand serves a peer until SIGTERM or SIGINT.
 func peerCommand(args []string) error {
 	fs := flag.NewFlagSet("peer", flag.ExitOnError)
-	mode := fs.String("mode", peerStore, "store (the event and a job row), sync (the event applied before answering), or contract (with -group: every row paygate writes for an event, in a database paygate migrated)")
+	mode := fs.String("mode", peerStore, "store (the event and a job row), sync (the event applied before answering), contract (with -group: every row paygate writes for an event, in a database paygate migrated) or inbox (with -group: the rows paygate's ingest writes, in such a database)")
 	addr := fs.String("addr", "127.0.0.1:18095", "listen address")
 	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "the database; the peer's tables go in -schema")
 	schema := fs.String("schema", "peer", "the schema of the peer's tables, created when missing")
@@ -109,8 +112,8 @@ func peerCommand(args []string) error {
 	switch {
 	case *group:
 		p.startGroupers(ctx)
-	case *mode == peerContract:
-		return errors.New("-mode contract: only with -group (the least work for paygate's rows)")
+	case *mode == peerContract || *mode == peerInbox:
+		return fmt.Errorf("-mode %s: only with -group (the least work for paygate's rows)", *mode)
 	}
 	srv := &http.Server{Addr: *addr, Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(os.Stderr, "loadgen: %s peer on %s (schema %s)\n", *mode, *addr, *schema)
@@ -125,11 +128,13 @@ type peer struct {
 	waiting chan *groupedEvent
 	// emails are a contract peer's receipt emails, for its marker.
 	emails chan []int64
+	// jobs inserts an inbox peer's apply_events jobs.
+	jobs *jobs.Client
 }
 
 func newPeer(ctx context.Context, mode, databaseURL, schema, secret string) (*peer, error) {
-	if mode != peerStore && mode != peerSync && mode != peerContract {
-		return nil, fmt.Errorf("-mode %q: store, sync or contract", mode)
+	if mode != peerStore && mode != peerSync && mode != peerContract && mode != peerInbox {
+		return nil, fmt.Errorf("-mode %q: store, sync, contract or inbox", mode)
 	}
 	if secret == "" {
 		return nil, errors.New("-secret is required")
@@ -144,12 +149,19 @@ func newPeer(ctx context.Context, mode, databaseURL, schema, secret string) (*pe
 	if err != nil {
 		return nil, err
 	}
-	if mode == peerContract {
-		if err := checkContractSchema(ctx, db); err != nil {
+	if mode == peerContract || mode == peerInbox {
+		if err := checkContractSchema(ctx, db, mode); err != nil {
 			db.Close()
 			return nil, err
 		}
-		return &peer{mode: mode, secret: secret, db: db}, nil
+		p := &peer{mode: mode, secret: secret, db: db}
+		if mode == peerInbox {
+			if p.jobs, err = jobs.NewClient(db, jobs.Config{InsertOnly: true}); err != nil {
+				db.Close()
+				return nil, err
+			}
+		}
+		return p, nil
 	}
 	if _, err := db.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		db.Close()
@@ -172,7 +184,7 @@ func (p *peer) handler() http.Handler {
 		var n int64
 		table := "events"
 		switch {
-		case p.mode == peerContract:
+		case p.mode == peerContract || p.mode == peerInbox:
 			table = "inbox_events"
 		case p.waiting != nil:
 			table = "grouped_events"

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -73,14 +72,14 @@ type contractPayment struct {
 }
 
 // checkContractSchema refuses a database paygate did not migrate: a
-// contract peer writes paygate's tables and creates none.
-func checkContractSchema(ctx context.Context, db *pgxpool.Pool) error {
+// contract or inbox peer writes paygate's tables and creates none.
+func checkContractSchema(ctx context.Context, db *pgxpool.Pool, mode string) error {
 	var migrated bool
 	if err := db.QueryRow(ctx, `SELECT to_regclass('paygate_migrations') IS NOT NULL AND to_regclass('payment_facts') IS NOT NULL`).Scan(&migrated); err != nil {
 		return fmt.Errorf("check paygate's tables: %w", err)
 	}
 	if !migrated {
-		return errors.New("-mode contract writes paygate's tables: run paygate migrate on -database-url first (and -schema public)")
+		return fmt.Errorf("-mode %s writes paygate's tables: run paygate migrate on -database-url first (and -schema public)", mode)
 	}
 	return nil
 }

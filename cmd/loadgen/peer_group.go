@@ -133,9 +133,12 @@ func (p *peer) writeGroup(ctx context.Context, group []*groupedEvent) error {
 	)
 	for range 5 {
 		err = pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) (err error) {
-			if p.mode == peerContract {
+			switch p.mode {
+			case peerContract:
 				emails, err = p.writeContractTx(ctx, tx, group)
 				return err
+			case peerInbox:
+				return p.writeInboxTx(ctx, tx, group)
 			}
 			return p.writeGroupTx(ctx, tx, group)
 		})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/internal/testdb"
+	"github.com/paygate/paygate/jobs"
 )
 
 // startPeer serves a peer of mode on a fresh database and returns its base
@@ -266,6 +267,48 @@ func TestContractPeerWritesPaygatesRows(t *testing.T) {
 	require.ErrorContains(t, err, "paygate migrate")
 }
 
+// TestInboxPeerWritesPaygatesIngestRows: an inbox peer stores each event
+// of a shuffled mix sent twice once, received and byte for byte, with its
+// dedupe key, and names each in exactly one apply_events job, as
+// paygate's ingest does; a database paygate did not migrate is refused.
+func TestInboxPeerWritesPaygatesIngestRows(t *testing.T) {
+	t.Parallel()
+	_, url := testdb.NewWithURL(t)
+	p, err := newPeer(context.Background(), peerInbox, url, "public", testSecret)
+	require.NoError(t, err)
+	t.Cleanup(p.db.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	p.startGroupers(ctx)
+	srv := httptest.NewServer(p.handler())
+	t.Cleanup(srv.Close)
+	db := p.db
+
+	sim := stripesim.New(stripesim.Config{WebhookSecret: testSecret})
+	rng := mrand.New(mrand.NewPCG(7, 11))
+	events := sim.PayMix(rng, 30, 0.3)
+	sendTwiceShuffled(t, srv.URL, rng, events)
+
+	require.Equal(t, len(events), countRows(t, db, "SELECT count(*) FROM inbox_events WHERE status = 'received'"))
+	require.Equal(t, len(events), countRows(t, db, "SELECT count(*) FROM inbox_event_keys"))
+	for _, e := range events {
+		var payload []byte
+		require.NoError(t, db.QueryRow(context.Background(),
+			"SELECT payload FROM inbox_events WHERE provider = 'stripe' AND event_id = $1", e.ID).Scan(&payload))
+		require.Equal(t, string(e.Payload), string(payload), e.ID)
+	}
+	n, err := readCount(srv.URL + "/count")
+	require.NoError(t, err)
+	require.EqualValues(t, len(events), n)
+	require.Equal(t, len(events), countRows(t, db, "SELECT count(DISTINCT event_id) FROM ("+jobs.EventJobsSQL+") j WHERE kind = 'apply_events'"))
+	require.Equal(t, len(events), countRows(t, db, "SELECT count(*) FROM ("+jobs.EventJobsSQL+") j"), "each event in one job")
+	require.Zero(t, countRows(t, db, "SELECT count(*) FROM payments"), "nothing applied")
+
+	_, other := startPeer(t, peerSync)
+	_, err = newPeer(context.Background(), peerInbox, other.Config().ConnString(), "peer", testSecret)
+	require.ErrorContains(t, err, "paygate migrate")
+}
+
 // TestRunMeasuresAPeer: loadgen run -peer sends the level through wrk and
 // finds every answered event in the peer's database, end to end being
 // its ingest.
@@ -292,7 +335,7 @@ func TestRunMeasuresAPeer(t *testing.T) {
 // TestReportPeers: the peers are shown in tables of their own, paygate's
 // ingest is set against the store peer's and its end to end against the
 // sync peer's at each connection count, and a peer's failed requests are
-// not counted with paygate's.
+// not counted with paygate's; the limits beside them, when measured.
 func TestReportPeers(t *testing.T) {
 	t.Parallel()
 	lv := func(conns int, ingest, e2eSeconds float64, non2xx int64) level {
@@ -337,4 +380,15 @@ func TestReportPeers(t *testing.T) {
 	text = out.String()
 	require.Contains(t, text, "\nthe least work, paygate's rows:")
 	require.Regexp(t, `(?m)^\s+64\s+1600\s+3200\s+2\.00×\s+4000\s+1\.25×\s*$`, text)
+	require.NotContains(t, text, "paygate's ingest rows", "no inbox peer, no such limit")
+
+	// The inbox peer: its table, its ingest against the store peer's and
+	// the bare transaction's, and paygate's against it.
+	r.Series = append(r.Series,
+		series{Label: "limit-inbox", Peer: peerInbox, Grouped: true, Instances: 1, Levels: []level{lv(64, 9375, 2, 0)}})
+	out.Reset()
+	require.Zero(t, report(&out, r, anchors{pgbenchBare: []float64{6000, 6500}}))
+	text = out.String()
+	require.Contains(t, text, "\nthe least work, paygate's ingest rows:")
+	require.Regexp(t, `(?m)^\s+64\s+2500\s+9375\s+3\.75×\s+1\.50×\s+7500\s+0\.80×\s*$`, text)
 }

@@ -234,7 +234,7 @@ func report(out io.Writer, r results, a anchors) int64 {
 			}
 		}
 	}
-	peersSection(out, main, peers, levels)
+	peersSection(out, main, peers, levels, bare)
 	var medians []pairMedians // the endpoint's, which its targets are about
 	for _, k := range pairKinds {
 		if ps := pairs[k.name]; len(ps) > 0 {
@@ -388,7 +388,7 @@ func (lv level) notes() []string {
 // set against them at each connection count: its ingest against the store
 // peer's, its end to end against the sync peer's. The peers' failed
 // requests are printed in their tables and not counted with paygate's.
-func peersSection(out io.Writer, main *series, peers map[string]*series, levels func(string, *series, *series) int64) {
+func peersSection(out io.Writer, main *series, peers map[string]*series, levels func(string, *series, *series) int64, bare float64) {
 	store, syncPeer := peers[peerStore], peers[peerSync]
 	if store == nil && syncPeer == nil {
 		return
@@ -412,6 +412,7 @@ func peersSection(out io.Writer, main *series, peers map[string]*series, levels 
 	}
 	w.Flush()
 	leastWork(out, peers, levels)
+	inboxWork(out, main, peers, levels, bare)
 	contractWork(out, main, peers, levels)
 }
 
@@ -453,6 +454,28 @@ func leastWork(out io.Writer, peers map[string]*series, levels func(string, *ser
 			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c, orDash(si, 0), orDash(gi, 0), times(gi, si),
 				orDash(se, 0), orDash(ge, 0), times(ge, se))
 		}
+	}
+	w.Flush()
+}
+
+// inboxWork prints the inbox peer's table and, at each connection count,
+// its ingest against the store peer's and the bare transaction's, and
+// paygate's against its: how far the least work writing paygate's ingest
+// rows gets here, and how much of that paygate's ingest reaches.
+func inboxWork(out io.Writer, main *series, peers map[string]*series, levels func(string, *series, *series) int64, bare float64) {
+	in := peers[peerInbox+groupedKey]
+	if in == nil {
+		return
+	}
+	levels("the least work, paygate's ingest rows: the webhooks waiting together kept by paygate's own ingest statements, the inbox rows and one apply_events job, in paygate's tables (loadgen peer -mode inbox -group)", in, nil)
+	fmt.Fprintln(out, "\nthe least work with paygate's ingest rows: the most paygate's ingest reaches here")
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "conns\tstore peer/s\tleast work, paygate's ingest rows\tleast vs store\tleast vs bare\tpaygate ingest/s\tpaygate of least\t")
+	for _, lv := range in.Levels {
+		c := lv.Connections
+		si, pi := peers[peerStore].rateAt(c, (*level).ingest), main.rateAt(c, (*level).ingest)
+		fmt.Fprintf(w, "%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t\n", c, orDash(si, 0), lv.ingest(), times(lv.ingest(), si), times(lv.ingest(), bare),
+			orDash(pi, 0), times(pi, lv.ingest()))
 	}
 	w.Flush()
 }

@@ -89,7 +89,7 @@ func runCommand(args []string) error {
 	fs.IntVar(&o.instances, "instances", 1, "paygate instances behind -url (for the report)")
 	fs.BoolVar(&o.proxied, "proxied", false, "-url is the proxy (for the report)")
 	fs.BoolVar(&o.floor, "floor", false, "-url is the floor server: requests are sent round and round for -seconds, nothing is stored")
-	fs.StringVar(&o.peer, "peer", "", "-url is a peer (loadgen peer) of this mode, store, sync or contract: it answers once the event is stored (and with sync or contract, applied), so end to end is its ingest; its /count checks the events are stored; -database-url is only for the ANALYZE after the warm-up")
+	fs.StringVar(&o.peer, "peer", "", "-url is a peer (loadgen peer) of this mode, store, sync, contract or inbox: it answers once the event is stored (and with sync or contract, applied), so end to end is its ingest; its /count checks the events are stored; -database-url is only for the ANALYZE after the warm-up")
 	fs.BoolVar(&o.grouped, "grouped", false, "the -peer is grouped (loadgen peer -group): the least work, reported beside the peers")
 	fs.IntVar(&o.warmup, "warmup", 5000, "events ingested and applied, then ANALYZE, before measuring (needs -database-url)")
 	fs.Float64Var(&o.refundShare, "refunds", 0.1, "share of payments refunded (4 more events each)")
@@ -200,10 +200,10 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		// Alone, a run's rate moves with the machine by more than a
 		// feature costs: the report sets it against its partner.
 		return s, errors.New("-delivery and -with need -pair: a run with a feature on is one of a pair with a run without")
-	case o.peer != "" && o.peer != peerStore && o.peer != peerSync && o.peer != peerContract:
-		return s, fmt.Errorf("-peer %q: store, sync or contract", o.peer)
-	case o.peer == peerContract && !o.grouped:
-		return s, errors.New("-peer contract: a contract peer is grouped (-grouped)")
+	case o.peer != "" && o.peer != peerStore && o.peer != peerSync && o.peer != peerContract && o.peer != peerInbox:
+		return s, fmt.Errorf("-peer %q: store, sync, contract or inbox", o.peer)
+	case (o.peer == peerContract || o.peer == peerInbox) && !o.grouped:
+		return s, fmt.Errorf("-peer %s: a %s peer is grouped (-grouped)", o.peer, o.peer)
 	case o.grouped && o.peer == "":
 		return s, errors.New("-grouped: of a -peer")
 	case o.peer != "" && (o.floor || o.budget || o.delivery || o.nats || o.pair > 0):
