@@ -38,7 +38,9 @@
 #      local receiver answering 200 at once), warmed up and analyzed as in
 #      step 4 (with the endpoint's deliveries in it), at 64 connections:
 #      ingest and end-to-end against step 4's, and the messages delivered
-#      per second;
+#      per second; with BENCH_LIMITS=1 then the contract peer in as many
+#      pairs, with the same receiver attached (-endpoint) and without: the
+#      limit for that ratio;
 #   5b. one `paygate serve` publishing to NATS JetStream (PAYGATE_NATS_URL: a
 #      `nats-server -js` of its own, Debian's, installed by
 #      scripts/nats-server.sh when missing, storing under tmp/bench/nats),
@@ -75,9 +77,10 @@
 #                                 the least work with paygate's rows (loadgen
 #                                 peer -mode contract -group, in a database
 #                                 paygate migrated): how far paygate's end to
-#                                 end could get; and with paygate's ingest
-#                                 rows (-mode inbox -group): how far its
-#                                 ingest could
+#                                 end could get, alone and in pairs with and
+#                                 without an endpoint; and with paygate's
+#                                 ingest rows (-mode inbox -group): how far
+#                                 its ingest could
 #   BENCH_PEERS=0                 skips the peers (the gateway a team would
 #                                 write instead)
 #   BENCH_ENDPOINT=0              skips the runs with and without an endpoint
@@ -428,6 +431,31 @@ if [[ "${BENCH_ENDPOINT:-1}" != 0 ]]; then
   profile=()
   [[ -n "${BENCH_PROFILE:-}" ]] && profile=(-cpuprofile "$out/cpu-endpoint.pprof" -ops-token "$token")
   alternate_pairs "$pairs" with_endpoint without_endpoint
+  stop_started
+  if [[ "${BENCH_LIMITS:-0}" != 0 && "${BENCH_PEERS:-1}" != 0 ]]; then
+    # The limit for these pairs: the least work with paygate's rows (the
+    # contract peer) with the same receiver attached and without, each run
+    # on a peer of its own, on the anchor's database migrated afresh.
+    say "the least work with paygate's rows, $pairs pairs of runs with and without one endpoint (logs: tmp/bench/peer-limit-endpoint-*.log)"
+    fresh_anchor
+    limit_pair_run() { # PAIR with|without
+      local p with=() endpoint=()
+      p=$(free_port)
+      [[ $2 == with ]] && with=(-with) endpoint=(-endpoint "$receiver_base/limit")
+      "$out/loadgen" peer -mode contract -group "${endpoint[@]}" -addr "127.0.0.1:$p" -database-url "$anchor_url" -schema public \
+        -secret "$secret" >"$out/peer-limit-endpoint-$2-$1.log" 2>&1 &
+      started_pid=$!
+      pids+=("$started_pid")
+      wait_ready "http://127.0.0.1:$p/healthz" "$started_pid" "$out/peer-limit-endpoint-$2-$1.log"
+      run_loadgen -label "limit-endpoint-$2-$1" -peer contract -grouped -pair "$1" -pair-of limit-endpoint "${with[@]}" \
+        -url "http://127.0.0.1:$p/webhooks/stripe" -levels "${BENCH_ENDPOINT_LEVELS:-64}" -pids "$started_pid" \
+        -warmup "${BENCH_WARMUP:-5000}" -rate 0 -database-url "$anchor_url"
+      stop_started
+    }
+    limit_with() { limit_pair_run "$1" with; }
+    limit_without() { limit_pair_run "$1" without; }
+    alternate_pairs "$pairs" limit_with limit_without
+  fi
   stop_all
 fi
 

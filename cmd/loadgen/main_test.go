@@ -560,11 +560,14 @@ func TestRunRefusesAPairWithoutItsMeans(t *testing.T) {
 		o    runOptions
 		want string
 	}{
-		"with, no pair":        {runOptions{pairOf: "tracing", with: true, traces: "http://127.0.0.1:1"}, "need -pair"},
-		"an unknown feature":   {runOptions{pair: 1, pairOf: "cache"}, `-pair-of "cache"`},
-		"an endpoint's -with":  {runOptions{pair: 1, pairOf: "endpoint", with: true}, "is -delivery"},
-		"sweep, no Stripe API": {runOptions{pair: 1, pairOf: "sweep", with: true}, "needs -stripe-api"},
-		"tracing, no receiver": {runOptions{pair: 1, pairOf: "tracing", with: true}, "needs -traces"},
+		"with, no pair":                      {runOptions{pairOf: "tracing", with: true, traces: "http://127.0.0.1:1"}, "need -pair"},
+		"an unknown feature":                 {runOptions{pair: 1, pairOf: "cache"}, `-pair-of "cache"`},
+		"an endpoint's -with":                {runOptions{pair: 1, pairOf: "endpoint", with: true}, "is -delivery"},
+		"sweep, no Stripe API":               {runOptions{pair: 1, pairOf: "sweep", with: true}, "needs -stripe-api"},
+		"tracing, no receiver":               {runOptions{pair: 1, pairOf: "tracing", with: true}, "needs -traces"},
+		"a peer's endpoint pair, of paygate": {runOptions{pair: 1, pairOf: pairLimitEndpoint, with: true}, "of a -peer contract"},
+		"a peer in another pair":             {runOptions{pair: 1, pairOf: "tracing", peer: peerContract, grouped: true}, "of a -peer contract"},
+		"a sync peer's endpoint pair":        {runOptions{pair: 1, pairOf: pairLimitEndpoint, peer: peerSync}, "of a -peer contract"},
 	} {
 		c.o.url = "http://127.0.0.1:1/webhooks/stripe"
 		_, err := run(t.Context(), c.o)

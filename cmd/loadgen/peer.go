@@ -102,7 +102,11 @@ func peerCommand(args []string) error {
 	schema := fs.String("schema", "peer", "the schema of the peer's tables, created when missing")
 	secret := fs.String("secret", "", "the Stripe webhook signing secret")
 	group := fs.Bool("group", false, "write the webhooks that wait together in one transaction: the least work, not the obvious design (peer_group.go)")
+	endpoint := fs.String("endpoint", "", "with -mode contract: deliver each message once, signed, to this URL (peer_endpoint.go)")
 	_ = fs.Parse(args)
+	if *endpoint != "" && *mode != peerContract {
+		return errors.New("-endpoint: only with -mode contract")
+	}
 	ctx := context.Background()
 	p, err := newPeer(ctx, *mode, *databaseURL, *schema, *secret)
 	if err != nil {
@@ -111,6 +115,11 @@ func peerCommand(args []string) error {
 	defer p.db.Close()
 	switch {
 	case *group:
+		if *endpoint != "" {
+			if err := p.startEndpoint(ctx, *endpoint); err != nil {
+				return err
+			}
+		}
 		p.startGroupers(ctx)
 	case *mode == peerContract || *mode == peerInbox:
 		return fmt.Errorf("-mode %s: only with -group (the least work for paygate's rows)", *mode)
@@ -130,6 +139,8 @@ type peer struct {
 	emails chan []int64
 	// jobs inserts an inbox peer's apply_events jobs.
 	jobs *jobs.Client
+	// endpoint is a contract peer's endpoint, when it has one.
+	endpoint *peerEndpoint
 }
 
 func newPeer(ctx context.Context, mode, databaseURL, schema, secret string) (*peer, error) {
@@ -195,6 +206,21 @@ func (p *peer) handler() http.Handler {
 		}
 		io.WriteString(w, strconv.FormatInt(n, 10)+"\n")
 	})
+	// /delivered, /undelivered and /pending: a contract peer's messages
+	// its endpoint answered 2xx, not, and not yet, for loadgen run.
+	for path, n := range map[string]func(*peerEndpoint) int64{
+		"/delivered":   func(e *peerEndpoint) int64 { return e.delivered.Load() },
+		"/undelivered": func(e *peerEndpoint) int64 { return e.failed.Load() },
+		"/pending":     (*peerEndpoint).pending,
+	} {
+		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, _ *http.Request) {
+			if p.endpoint == nil {
+				http.Error(w, "no endpoint", http.StatusNotFound)
+				return
+			}
+			io.WriteString(w, strconv.FormatInt(n(p.endpoint), 10)+"\n")
+		})
+	}
 	return mux
 }
 

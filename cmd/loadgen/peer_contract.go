@@ -117,7 +117,9 @@ func (p *peer) startMarker(ctx context.Context) {
 	}()
 }
 
-func (p *peer) writeContractTx(ctx context.Context, tx pgx.Tx, group []*groupedEvent) ([]int64, error) {
+// writeContractTx writes a group's rows and returns its receipt emails
+// and its messages.
+func (p *peer) writeContractTx(ctx context.Context, tx pgx.Tx, group []*groupedEvent) ([]int64, []outbox.Message, error) {
 	byID := make(map[string]*groupedEvent, len(group))
 	for _, g := range group {
 		byID[g.ev.ID] = g
@@ -146,11 +148,11 @@ func (p *peer) writeContractTx(ctx context.Context, tx pgx.Tx, group []*groupedE
 		FROM e JOIN k USING (event_id)
 		RETURNING event_id`, ids, types, payloads, created, versions, live)
 	if err != nil {
-		return nil, fmt.Errorf("store %d events: %w", len(ids), err)
+		return nil, nil, fmt.Errorf("store %d events: %w", len(ids), err)
 	}
 	stored, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("store %d events: %w", len(ids), err)
+		return nil, nil, fmt.Errorf("store %d events: %w", len(ids), err)
 	}
 	slices.Sort(stored)
 
@@ -168,7 +170,7 @@ func (p *peer) writeContractTx(ctx context.Context, tx pgx.Tx, group []*groupedE
 		}
 		var o contractObject
 		if err := json.Unmarshal(ev.Data.Object, &o); err != nil {
-			return nil, fmt.Errorf("apply %s: decode data.object: %w", id, err)
+			return nil, nil, fmt.Errorf("apply %s: decode data.object: %w", id, err)
 		}
 		c, ok := changeFrom(ev.Type, o.paymentObject)
 		if !ok && o.Object == "refund" && o.PaymentIntent != nil {
@@ -183,7 +185,7 @@ func (p *peer) writeContractTx(ctx context.Context, tx pgx.Tx, group []*groupedE
 		paymentIDs[c.payment] = true
 	}
 	if len(todo) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 
 	// The payments, created by their first event whichever it is (a
@@ -211,7 +213,7 @@ func (p *peer) writeContractTx(ctx context.Context, tx pgx.Tx, group []*groupedE
 		return err
 	})
 	if err := tx.SendBatch(ctx, lock).Close(); err != nil {
-		return nil, fmt.Errorf("lock %d payments: %w", len(order), err)
+		return nil, nil, fmt.Errorf("lock %d payments: %w", len(order), err)
 	}
 
 	var (
@@ -279,7 +281,7 @@ func (p *peer) writeContractTx(ctx context.Context, tx pgx.Tx, group []*groupedE
 			cp.status, cp.captured, cp.refunded, cp.sequence, cp.changed = status, captured, refunded, cp.sequence+1, true
 			m, err := contractMessage(cp, previous, now)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			msgs = append(msgs, m)
 		}
@@ -386,13 +388,13 @@ func (p *peer) writeContractTx(ctx context.Context, tx pgx.Tx, group []*groupedE
 		})
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return nil, fmt.Errorf("apply %d events: %w", len(todo), err)
+		return nil, nil, fmt.Errorf("apply %d events: %w", len(todo), err)
 	}
 	// Last, as paygate's applying: placing holds the feed's sequencer.
 	if err := outbox.WritePlacedTx(ctx, tx, msgs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return emails, nil
+	return emails, msgs, nil
 }
 
 // contractMessage is the message of a payment's change, by paygate's

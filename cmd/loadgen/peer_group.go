@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stripe/stripe-go/v79/webhook"
+
+	"github.com/paygate/paygate/outbox"
 )
 
 // A grouped peer (loadgen peer -group) is the least work a gateway can do
@@ -130,12 +132,13 @@ func (p *peer) writeGroup(ctx context.Context, group []*groupedEvent) error {
 	var (
 		err    error
 		emails []int64
+		msgs   []outbox.Message
 	)
 	for range 5 {
 		err = pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) (err error) {
 			switch p.mode {
 			case peerContract:
-				emails, err = p.writeContractTx(ctx, tx, group)
+				emails, msgs, err = p.writeContractTx(ctx, tx, group)
 				return err
 			case peerInbox:
 				return p.writeInboxTx(ctx, tx, group)
@@ -152,6 +155,9 @@ func (p *peer) writeGroup(ctx context.Context, group []*groupedEvent) error {
 		case p.emails <- emails:
 		case <-ctx.Done():
 		}
+	}
+	if err == nil && p.endpoint != nil {
+		p.endpoint.hand(ctx, msgs)
 	}
 	return err
 }

@@ -9,10 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -267,6 +270,86 @@ func TestContractPeerWritesPaygatesRows(t *testing.T) {
 	require.ErrorContains(t, err, "paygate migrate")
 }
 
+// TestContractPeerDeliversEachMessageOnce: a contract peer with an
+// endpoint POSTs each message its groups commit once, with its body and
+// the Standard Webhooks headers, a payment's messages in their order, and
+// counts them: the limit for paygate's endpoint pairs does no less than
+// deliver.
+func TestContractPeerDeliversEachMessageOnce(t *testing.T) {
+	t.Parallel()
+	var (
+		mu       sync.Mutex
+		received = map[string]int{}
+		order    = map[string][]int64{} // a payment's sequences, as they came
+	)
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID       string `json:"id"`
+			Sequence int64  `json:"sequence"`
+			Data     struct {
+				Payment struct {
+					ID string `json:"id"`
+				} `json:"payment"`
+			} `json:"data"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&m); err != nil || r.Header.Get("webhook-id") != m.ID ||
+			r.Header.Get("webhook-timestamp") == "" || !strings.HasPrefix(r.Header.Get("webhook-signature"), "v1,") {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		received[m.ID]++
+		order[m.Data.Payment.ID] = append(order[m.Data.Payment.ID], m.Sequence)
+		mu.Unlock()
+	}))
+	t.Cleanup(endpoint.Close)
+
+	_, url := testdb.NewWithURL(t)
+	p, err := newPeer(context.Background(), peerContract, url, "public", testSecret)
+	require.NoError(t, err)
+	t.Cleanup(p.db.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	require.NoError(t, p.startEndpoint(ctx, endpoint.URL))
+	p.startGroupers(ctx)
+	srv := httptest.NewServer(p.handler())
+	t.Cleanup(srv.Close)
+
+	sim := stripesim.New(stripesim.Config{WebhookSecret: testSecret})
+	rng := mrand.New(mrand.NewPCG(13, 17))
+	sendTwiceShuffled(t, srv.URL, rng, sim.PayMix(rng, 30, 0.3))
+
+	require.Eventually(t, func() bool {
+		n, err := readCount(srv.URL + "/pending")
+		return err == nil && n == 0
+	}, 10*time.Second, 20*time.Millisecond)
+	rows, err := p.db.Query(context.Background(), "SELECT id FROM messages")
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.NotEmpty(t, ids)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, received, len(ids), "every message, and only those")
+	for _, id := range ids {
+		require.Equal(t, 1, received[id], id)
+	}
+	for payment, seqs := range order {
+		require.True(t, slices.IsSorted(seqs), "%s's messages in their order: %v", payment, seqs)
+	}
+	delivered, err := readCount(srv.URL + "/delivered")
+	require.NoError(t, err)
+	require.EqualValues(t, len(ids), delivered)
+	undelivered, err := readCount(srv.URL + "/undelivered")
+	require.NoError(t, err)
+	require.Zero(t, undelivered)
+
+	plain := httptest.NewServer((&peer{mode: peerContract}).handler())
+	t.Cleanup(plain.Close)
+	_, err = readCount(plain.URL + "/delivered")
+	require.ErrorContains(t, err, "404", "no endpoint, no count")
+}
+
 // TestInboxPeerWritesPaygatesIngestRows: an inbox peer stores each event
 // of a shuffled mix sent twice once, received and byte for byte, with its
 // dedupe key, and names each in exactly one apply_events job, as
@@ -391,4 +474,28 @@ func TestReportPeers(t *testing.T) {
 	text = out.String()
 	require.Contains(t, text, "\nthe least work, paygate's ingest rows:")
 	require.Regexp(t, `(?m)^\s+64\s+2500\s+9375\s+3\.75×\s+1\.50×\s+7500\s+0\.80×\s*$`, text)
+	require.NotContains(t, text, "one endpoint")
+
+	// The contract peer's endpoint pairs: their section, and their median
+	// beside paygate's endpoint target; a peer's failures are not
+	// paygate's.
+	pair := func(n int, with bool, e2eSeconds float64, non2xx int64) series {
+		l := lv(64, 3000, e2eSeconds, non2xx)
+		if with {
+			l.Messages, l.DeliverySeconds = 10000, e2eSeconds+0.5
+		}
+		return series{Label: fmt.Sprintf("limit-endpoint-%d-%v", n, with), Peer: peerContract, Grouped: true, Instances: 1,
+			Pair: n, PairOf: pairLimitEndpoint, With: with, Levels: []level{l}}
+	}
+	r.Series = append(r.Series,
+		series{Label: "paygate-endpoint-1", Instances: 1, Pair: 1, Delivery: true, With: true, Levels: []level{lv(64, 7000, 5.5, 0)}},
+		series{Label: "paygate-plain-1", Instances: 1, Pair: 1, Levels: []level{lv(64, 7000, 5, 0)}},
+		pair(1, true, 8, 0), pair(1, false, 6.4, 0), pair(2, false, 6.4, 5), pair(2, true, 7.5, 0), pair(3, true, 8, 0), pair(3, false, 8, 0))
+	out.Reset()
+	require.Zero(t, report(&out, r, anchors{pgbenchBare: []float64{6000, 6500}}))
+	text = out.String()
+	require.Contains(t, text, "\nthe least work with paygate's rows, one endpoint attached")
+	require.Contains(t, text, "-c64, median of 3 pairs: ingest 1.00×, end to end 0.85× of the run without")
+	require.Regexp(t, `64 connections, one endpoint: end-to-end within 10 % of without \(median of 1 pairs\)\s+0\.91×\s+met`, text)
+	require.Regexp(t, `64 connections, one endpoint: the least work with paygate's rows, end-to-end of its run without \(median of 3 pairs; [^)]*\)\s+0\.85×\s*\n`, text)
 }

@@ -134,6 +134,8 @@ func report(out io.Writer, r results, a anchors) int64 {
 		switch {
 		case s.Floor:
 			floor = s
+		case s.Pair > 0 && s.PairOf == pairLimitEndpoint:
+			pairs[s.pairKind()] = addToPair(pairs[s.pairKind()], s)
 		case s.Peer != "" && s.Grouped:
 			peers[s.Peer+groupedKey] = s
 		case s.Peer != "":
@@ -235,13 +237,17 @@ func report(out io.Writer, r results, a anchors) int64 {
 		}
 	}
 	peersSection(out, main, peers, levels, bare)
-	var medians []pairMedians // the endpoint's, which its targets are about
+	var medians, limitMedians []pairMedians // the endpoint's, which its targets are about, and their limit's
 	for _, k := range pairKinds {
 		if ps := pairs[k.name]; len(ps) > 0 {
 			failed, m := k.section(out, ps, a)
-			bad += failed
-			if k.name == "endpoint" {
-				medians = m
+			switch k.name {
+			case "endpoint":
+				medians, bad = m, bad+failed
+			case pairLimitEndpoint:
+				limitMedians = m // a peer's failures are not paygate's
+			default:
+				bad += failed
 			}
 		}
 	}
@@ -311,6 +317,11 @@ func report(out io.Writer, r results, a anchors) int64 {
 		}
 		if m.measuredLag {
 			fmt.Fprintf(w, "%d connections, one endpoint: delivery keeps up in every pair (last delivered ≤ 1 s after the last applied; the latest)\t%+.1f s\t%s\t\n", c, m.worstLag, verdict(m.worstLag <= 1))
+		}
+		for _, l := range limitMedians {
+			if l.conns == c {
+				fmt.Fprintf(w, "%d connections, one endpoint: the least work with paygate's rows, end-to-end of its run without (median of %d pairs; the limit for the target above, compared)\t%s\t\t\n", c, l.n, times(l.e2e, 1))
+			}
 		}
 	}
 	if broker != nil && main != nil {
@@ -614,6 +625,22 @@ var pairKinds = []pairKind{
 			return fmt.Sprintf("%s\t%s\t%+.1f s\t", times(x.with.e2e(), a.bare()), msgs, x.lag())
 		},
 		idle: func(pairLevel) string { return "" },
+	},
+	{
+		name: pairLimitEndpoint,
+		title: "the least work with paygate's rows, one endpoint attached (loadgen peer -mode contract -group -endpoint: each message POSTed once, signed, " +
+			"by paygate's own sender, nothing recorded, to the same receiver) against none: %d pairs of runs made one after the other, each on a peer of its own, each pair's first alternating; " +
+			"the limit for paygate's ratio above",
+		head: "messages/s\tlast delivered after last answered\t",
+		cells: func(x pairLevel, _ anchors) string {
+			return fmt.Sprintf("%s\t%+.1f s\t", perSecond(float64(x.with.Messages), x.with.DeliverySeconds), x.lag())
+		},
+		idle: func(x pairLevel) string {
+			if x.with.Messages > 0 {
+				return ""
+			}
+			return "the peer delivered no message while the run was measured"
+		},
 	},
 	{
 		name: "sweep",

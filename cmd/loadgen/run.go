@@ -103,7 +103,7 @@ func runCommand(args []string) error {
 	fs.StringVar(&o.profileToken, "ops-token", "", "an ops bearer token, for /debug/pprof/")
 	fs.BoolVar(&o.delivery, "delivery", false, "an endpoint is attached: after each level, wait until its messages are delivered (needs -database-url)")
 	fs.IntVar(&o.pair, "pair", 0, "this run is one of pair N of runs with and without a feature (-pair-of), made one after the other (for the report)")
-	fs.StringVar(&o.pairOf, "pair-of", "endpoint", "what -pair compares: endpoint (-delivery marks the run with one attached), sweep or tracing (-with marks the run with it on)")
+	fs.StringVar(&o.pairOf, "pair-of", "endpoint", "what -pair compares: endpoint (-delivery marks the run with one attached), sweep or tracing (-with marks the run with it on), or limit-endpoint (a -peer contract, -with: started with -endpoint)")
 	fs.BoolVar(&o.with, "with", false, "this run of a sweep or tracing pair has the feature on: with sweep, it waits after the warm-up until a sweep has listed events (needs -stripe-api); with tracing, it counts the spans exported (needs -traces)")
 	fs.StringVar(&o.stripeAPI, "stripe-api", "", "serve Stripe's events list (GET /v1/events) of the events this run sends on this address, for a paygate started with PAYGATE_STRIPE_API_URL=http://<address>; events are then created at the pace they are expected to be sent, and listed 5 s after")
 	fs.StringVar(&o.stripeAPIKey, "stripe-api-key", stripesim.DefaultAPIKey, "the key -stripe-api accepts (paygate's PAYGATE_STRIPE_API_KEY)")
@@ -206,10 +206,14 @@ func run(ctx context.Context, o runOptions) (series, error) {
 		return s, fmt.Errorf("-peer %s: a %s peer is grouped (-grouped)", o.peer, o.peer)
 	case o.grouped && o.peer == "":
 		return s, errors.New("-grouped: of a -peer")
-	case o.peer != "" && (o.floor || o.budget || o.delivery || o.nats || o.pair > 0):
+	case o.pair > 0 && (o.peer != "") != (o.pairOf == pairLimitEndpoint):
+		return s, fmt.Errorf("-pair-of %s: of a -peer contract, and the only pairs of a peer", pairLimitEndpoint)
+	case o.pairOf == pairLimitEndpoint && o.pair > 0 && o.peer != peerContract:
+		return s, fmt.Errorf("-pair-of %s: of a -peer contract (with -endpoint when -with)", pairLimitEndpoint)
+	case o.peer != "" && (o.floor || o.budget || o.delivery || o.nats):
 		return s, errors.New("-peer: a peer is measured by its answers and its /count alone")
-	case !slices.Contains([]string{"endpoint", "sweep", "tracing"}, o.pairOf):
-		return s, fmt.Errorf("-pair-of %q: endpoint, sweep or tracing", o.pairOf)
+	case !slices.Contains([]string{"endpoint", "sweep", "tracing", pairLimitEndpoint}, o.pairOf):
+		return s, fmt.Errorf("-pair-of %q: endpoint, sweep, tracing or %s", o.pairOf, pairLimitEndpoint)
 	case o.with && o.pairOf == "endpoint":
 		return s, errors.New("-with: an endpoint pair's run with one attached is -delivery")
 	case o.with && o.pairOf == "sweep" && o.stripeAPI == "":
@@ -304,10 +308,15 @@ func run(ctx context.Context, o runOptions) (series, error) {
 			w.duration = expected
 		}
 		before := scrapeAll(bases)
-		var countBefore int64
+		var countBefore, deliveredBefore int64
 		if o.peer != "" {
 			if countBefore, err = readCount(bases[0] + "/count"); err != nil {
 				return lv, err
+			}
+		}
+		if o.peer != "" && o.with && o.pairOf == pairLimitEndpoint {
+			if deliveredBefore, err = readCount(bases[0] + "/delivered"); err != nil {
+				return lv, fmt.Errorf("the peer delivers to no endpoint (loadgen peer -endpoint): %w", err)
 			}
 		}
 		var pagesBefore int
@@ -370,6 +379,15 @@ func run(ctx context.Context, o runOptions) (series, error) {
 			}
 			lv.Stored = int(after - countBefore)
 			lv.E2ESeconds = r.Seconds
+			if o.with && o.pairOf == pairLimitEndpoint {
+				start := time.UnixMicro(r.FirstSend)
+				if r.FirstSend == 0 {
+					start = time.Now()
+				}
+				if lv.Messages, lv.Backlog, lv.DeliverySeconds, err = peerDelivered(bases[0], deliveredBefore, start, o.settle); err != nil {
+					return lv, err
+				}
+			}
 		} else if db != nil {
 			start := time.UnixMicro(r.FirstSend)
 			if r.FirstSend == 0 {
@@ -665,6 +683,49 @@ func delivered(ctx context.Context, db *pgx.Conn, start time.Time, timeout time.
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// pairLimitEndpoint is the pairs of runs of a contract peer with an
+// endpoint (loadgen peer -endpoint) and without: the limit for paygate's
+// endpoint pairs.
+const pairLimitEndpoint = "limit-endpoint"
+
+// peerDelivered waits until a contract peer has no message left to
+// deliver, and returns how many it delivered since before (any it could
+// not is an error: the limit would have done less), how many were left
+// when wrk's run ended, and how long after start the last was delivered,
+// to the poll's 50 ms.
+func peerDelivered(base string, before int64, start time.Time, timeout time.Duration) (messages, backlog int, seconds float64, err error) {
+	deadline := time.Now().Add(timeout)
+	for first := true; ; first = false {
+		pending, err := readCount(base + "/pending")
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if first {
+			backlog = int(pending)
+		}
+		if pending == 0 {
+			seconds = time.Since(start).Seconds()
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, 0, fmt.Errorf("the peer's messages still pending after %s", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	failed, err := readCount(base + "/undelivered")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if failed > 0 {
+		return 0, 0, 0, fmt.Errorf("the peer could not deliver %d messages (its log says why)", failed)
+	}
+	n, err := readCount(base + "/delivered")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return int(n - before), backlog, seconds, nil
 }
 
 // published waits until the nats relay's position reaches the last
