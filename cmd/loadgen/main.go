@@ -24,7 +24,9 @@
 //	                the event and a job, -mode sync applies it too. With
 //	                -group, the least work: the webhooks waiting together
 //	                in one transaction; -mode contract -group writes every
-//	                row paygate writes for an event, in paygate's tables.
+//	                row paygate writes for an event, in paygate's tables
+//	                (with -endpoint, and delivers each message once), and
+//	                -mode inbox -group the rows paygate's ingest writes.
 //	loadgen proxy   a round-robin reverse proxy in front of several
 //	                `paygate serve` instances, keep-alive to each.
 //	loadgen receive the endpoint paygate delivers to, answering 200 at
