@@ -102,6 +102,7 @@ func peerCommand(args []string) error {
 	schema := fs.String("schema", "peer", "the schema of the peer's tables, created when missing")
 	secret := fs.String("secret", "", "the Stripe webhook signing secret")
 	group := fs.Bool("group", false, "write the webhooks that wait together in one transaction: the least work, not the obvious design (peer_group.go)")
+	groupers := fs.Int("groupers", 0, "with -group: the transactions at once (default: 2 for contract, 8 for inbox, else 4)")
 	endpoint := fs.String("endpoint", "", "with -mode contract: deliver each message once, signed, to this URL (peer_endpoint.go)")
 	_ = fs.Parse(args)
 	if *endpoint != "" && *mode != peerContract {
@@ -113,6 +114,7 @@ func peerCommand(args []string) error {
 		return err
 	}
 	defer p.db.Close()
+	p.groupers = *groupers
 	switch {
 	case *group:
 		if *endpoint != "" {
@@ -141,6 +143,9 @@ type peer struct {
 	jobs *jobs.Client
 	// endpoint is a contract peer's endpoint, when it has one.
 	endpoint *peerEndpoint
+	// groupers overrides a grouped peer's transactions at once (0: its
+	// mode's).
+	groupers int
 }
 
 func newPeer(ctx context.Context, mode, databaseURL, schema, secret string) (*peer, error) {

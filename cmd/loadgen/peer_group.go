@@ -35,6 +35,10 @@ const (
 	// (one writing while the other commits) applied 11 to 27 % more than
 	// four, whose groups were smaller (docs/performance.md).
 	contractGroupers = 2
+	// inboxGroupers are an inbox peer's: as many as paygate's ingest
+	// flushers, whose commits wait mostly on the WAL's flush (four
+	// measured no different: docs/performance.md).
+	inboxGroupers = 8
 	// maxGroup bounds the webhooks one transaction writes.
 	maxGroup = 512
 )
@@ -71,9 +75,15 @@ func (p *peer) startGroupers(ctx context.Context) {
 	if p.mode == peerContract {
 		p.startMarker(ctx)
 	}
-	n := groupers
-	if p.mode == peerContract {
+	n := p.groupers
+	switch {
+	case n > 0:
+	case p.mode == peerContract:
 		n = contractGroupers
+	case p.mode == peerInbox:
+		n = inboxGroupers
+	default:
+		n = groupers
 	}
 	for range n {
 		go func() {

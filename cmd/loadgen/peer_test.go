@@ -201,6 +201,25 @@ func sendTwiceShuffled(t *testing.T, base string, rng *mrand.Rand, events []stri
 	}
 }
 
+// startPaygatesPeer serves a grouped peer of mode (contract or inbox) on
+// a database paygate migrated, delivering to endpoint when it is not "".
+func startPaygatesPeer(t *testing.T, mode, endpoint string) (*peer, *httptest.Server) {
+	t.Helper()
+	_, url := testdb.NewWithURL(t)
+	p, err := newPeer(context.Background(), mode, url, "public", testSecret)
+	require.NoError(t, err)
+	t.Cleanup(p.db.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if endpoint != "" {
+		require.NoError(t, p.startEndpoint(ctx, endpoint))
+	}
+	p.startGroupers(ctx)
+	srv := httptest.NewServer(p.handler())
+	t.Cleanup(srv.Close)
+	return p, srv
+}
+
 // TestContractPeerWritesPaygatesRows: the least work for paygate's rows
 // does not silently do less than paygate. A PayMix stream, shuffled and
 // sent twice over concurrent connections, leaves in paygate's own tables
@@ -212,15 +231,7 @@ func sendTwiceShuffled(t *testing.T, base string, rng *mrand.Rand, events []stri
 // paygate did not migrate is refused.
 func TestContractPeerWritesPaygatesRows(t *testing.T) {
 	t.Parallel()
-	_, url := testdb.NewWithURL(t)
-	p, err := newPeer(context.Background(), peerContract, url, "public", testSecret)
-	require.NoError(t, err)
-	t.Cleanup(p.db.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	p.startGroupers(ctx)
-	srv := httptest.NewServer(p.handler())
-	t.Cleanup(srv.Close)
+	p, srv := startPaygatesPeer(t, peerContract, "")
 	db := p.db
 
 	sim := stripesim.New(stripesim.Config{WebhookSecret: testSecret})
@@ -304,16 +315,7 @@ func TestContractPeerDeliversEachMessageOnce(t *testing.T) {
 	}))
 	t.Cleanup(endpoint.Close)
 
-	_, url := testdb.NewWithURL(t)
-	p, err := newPeer(context.Background(), peerContract, url, "public", testSecret)
-	require.NoError(t, err)
-	t.Cleanup(p.db.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	require.NoError(t, p.startEndpoint(ctx, endpoint.URL))
-	p.startGroupers(ctx)
-	srv := httptest.NewServer(p.handler())
-	t.Cleanup(srv.Close)
+	p, srv := startPaygatesPeer(t, peerContract, endpoint.URL)
 
 	sim := stripesim.New(stripesim.Config{WebhookSecret: testSecret})
 	rng := mrand.New(mrand.NewPCG(13, 17))
@@ -356,15 +358,7 @@ func TestContractPeerDeliversEachMessageOnce(t *testing.T) {
 // paygate's ingest does; a database paygate did not migrate is refused.
 func TestInboxPeerWritesPaygatesIngestRows(t *testing.T) {
 	t.Parallel()
-	_, url := testdb.NewWithURL(t)
-	p, err := newPeer(context.Background(), peerInbox, url, "public", testSecret)
-	require.NoError(t, err)
-	t.Cleanup(p.db.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	p.startGroupers(ctx)
-	srv := httptest.NewServer(p.handler())
-	t.Cleanup(srv.Close)
+	p, srv := startPaygatesPeer(t, peerInbox, "")
 	db := p.db
 
 	sim := stripesim.New(stripesim.Config{WebhookSecret: testSecret})
