@@ -105,8 +105,11 @@ func peerCommand(args []string) error {
 	groupers := fs.Int("groupers", 0, "with -group: the transactions at once (default: 2 for contract, 8 for inbox, else 4)")
 	endpoint := fs.String("endpoint", "", "with -mode contract: deliver each message once, signed, to this URL (peer_endpoint.go)")
 	_ = fs.Parse(args)
-	if *endpoint != "" && *mode != peerContract {
+	switch {
+	case *endpoint != "" && *mode != peerContract:
 		return errors.New("-endpoint: only with -mode contract")
+	case *groupers < 0 || (*groupers > 0 && !*group):
+		return errors.New("-groupers: a positive count, with -group")
 	}
 	ctx := context.Background()
 	p, err := newPeer(ctx, *mode, *databaseURL, *schema, *secret)
