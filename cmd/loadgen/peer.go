@@ -215,11 +215,13 @@ func (p *peer) handler() http.Handler {
 		io.WriteString(w, strconv.FormatInt(n, 10)+"\n")
 	})
 	// /delivered, /undelivered and /pending: a contract peer's messages
-	// its endpoint answered 2xx, not, and not yet, for loadgen run.
+	// its endpoint answered 2xx, not, and not yet; /last-delivered: when
+	// the latest was answered (Unix microseconds); for loadgen run.
 	for path, n := range map[string]func(*peerEndpoint) int64{
-		"/delivered":   func(e *peerEndpoint) int64 { return e.delivered.Load() },
-		"/undelivered": func(e *peerEndpoint) int64 { return e.failed.Load() },
-		"/pending":     (*peerEndpoint).pending,
+		"/delivered":      func(e *peerEndpoint) int64 { return e.delivered.Load() },
+		"/undelivered":    func(e *peerEndpoint) int64 { return e.failed.Load() },
+		"/pending":        (*peerEndpoint).pending,
+		"/last-delivered": func(e *peerEndpoint) int64 { return e.last.Load() },
 	} {
 		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, _ *http.Request) {
 			if p.endpoint == nil {

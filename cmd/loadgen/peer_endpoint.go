@@ -31,6 +31,9 @@ type peerEndpoint struct {
 	// handed, delivered and failed count the messages given to the lanes,
 	// answered 2xx, and not (an error or another status).
 	handed, delivered, failed atomic.Int64
+	// last is when the latest delivery was answered, in Unix
+	// microseconds.
+	last atomic.Int64
 }
 
 // startEndpoint starts the lanes that deliver to url.
@@ -76,6 +79,7 @@ func (e *peerEndpoint) lane(ctx context.Context, in <-chan outbox.Message) {
 		case m := <-in:
 			r := e.sender.Send(ctx, paygatedelivery.Request{URL: e.url, MessageID: m.ID, Body: m.Body, Secrets: e.secrets, Now: time.Now()})
 			if r.Succeeded() {
+				e.last.Store(time.Now().UnixMicro())
 				e.delivered.Add(1)
 				continue
 			}

@@ -345,6 +345,9 @@ func TestContractPeerDeliversEachMessageOnce(t *testing.T) {
 	undelivered, err := readCount(srv.URL + "/undelivered")
 	require.NoError(t, err)
 	require.Zero(t, undelivered)
+	last, err := readCount(srv.URL + "/last-delivered")
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now(), time.UnixMicro(last), 10*time.Second)
 
 	plain := httptest.NewServer((&peer{mode: peerContract}).handler())
 	t.Cleanup(plain.Close)

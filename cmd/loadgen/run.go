@@ -693,8 +693,7 @@ const pairLimitEndpoint = "limit-endpoint"
 // peerDelivered waits until a contract peer has no message left to
 // deliver, and returns how many it delivered since before (any it could
 // not is an error: the limit would have done less), how many were left
-// when wrk's run ended, and how long after start the last was delivered,
-// to the poll's 50 ms.
+// when wrk's run ended, and how long after start the last was delivered.
 func peerDelivered(base string, before int64, start time.Time, timeout time.Duration) (messages, backlog int, seconds float64, err error) {
 	deadline := time.Now().Add(timeout)
 	for first := true; ; first = false {
@@ -706,7 +705,6 @@ func peerDelivered(base string, before int64, start time.Time, timeout time.Dura
 			backlog = int(pending)
 		}
 		if pending == 0 {
-			seconds = time.Since(start).Seconds()
 			break
 		}
 		if time.Now().After(deadline) {
@@ -725,7 +723,11 @@ func peerDelivered(base string, before int64, start time.Time, timeout time.Dura
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	return int(n - before), backlog, seconds, nil
+	last, err := readCount(base + "/last-delivered")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return int(n - before), backlog, time.UnixMicro(last).Sub(start).Seconds(), nil
 }
 
 // published waits until the nats relay's position reaches the last
