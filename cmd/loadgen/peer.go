@@ -169,7 +169,7 @@ func newPeer(ctx context.Context, mode, databaseURL, schema, secret string) (*pe
 		return nil, err
 	}
 	if mode == peerContract || mode == peerInbox {
-		if err := checkContractSchema(ctx, db, mode); err != nil {
+		if err := checkPaygateTables(ctx, db, mode); err != nil {
 			db.Close()
 			return nil, err
 		}

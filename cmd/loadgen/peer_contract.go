@@ -71,9 +71,9 @@ type contractPayment struct {
 	postedCapture                  bool // by this group
 }
 
-// checkContractSchema refuses a database paygate did not migrate: a
+// checkPaygateTables refuses a database paygate did not migrate: a
 // contract or inbox peer writes paygate's tables and creates none.
-func checkContractSchema(ctx context.Context, db *pgxpool.Pool, mode string) error {
+func checkPaygateTables(ctx context.Context, db *pgxpool.Pool, mode string) error {
 	var migrated bool
 	if err := db.QueryRow(ctx, `SELECT to_regclass('paygate_migrations') IS NOT NULL AND to_regclass('payment_facts') IS NOT NULL`).Scan(&migrated); err != nil {
 		return fmt.Errorf("check paygate's tables: %w", err)
