@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/internal/testdb"
@@ -126,15 +128,107 @@ type planNode struct {
 	Plans           []planNode `json:"Plans"`
 }
 
-// rowsOf is the rows the plan's scans of relation read, over all their
-// loops: those they returned and those their filters removed.
+// rowsOf is the rows the plan's scans of relation (or of its partitions,
+// named relation_…) read, over all their loops: those they returned and
+// those their filters removed.
 func (n planNode) rowsOf(relation string) float64 {
 	rows := 0.0
-	if n.Relation == relation {
+	if n.Relation == relation || strings.HasPrefix(n.Relation, relation+"_") {
 		rows += (n.ActualRows + n.RemovedByFilter) * n.ActualLoops
 	}
 	for _, c := range n.Plans {
 		rows += c.rowsOf(relation)
 	}
 	return rows
+}
+
+// TestKickReadsWhatItLooksAt: the relay's look for endpoints with messages
+// to send (Kick, at every step: ten times a second under load) costs the
+// messages it looks at, not the feed, on whatever statistics PostgreSQL
+// has: none, or those of a feed analyzed while it was small. The relay's
+// connection keeps the plan it made then; once made as a sequential scan
+// of every partition of messages, sorted by position, it read the whole
+// feed at every step (5 ms a step in make bench, tens of thousands of
+// messages; a month's feed would take seconds).
+func TestKickReadsWhatItLooksAt(t *testing.T) {
+	for _, stats := range []string{"none", "empty", "small"} {
+		t.Run(stats, func(t *testing.T) { kickCost(t, stats) })
+	}
+}
+
+func kickCost(t *testing.T, stats string) {
+	ctx := context.Background()
+	pool := testdb.New(t)
+	store := NewStore(pool, GuardConfig{AllowPrivate: true})
+	_, err := store.Create(ctx, NewEndpoint{URL: "http://127.0.0.1:9/hook", EventTypes: []string{AllTypes}})
+	require.NoError(t, err)
+	// fill places n messages in the feed, created an hour ago (before the
+	// endpoint: it looks at them and passes them by), the endpoint's place
+	// moved past them all.
+	fill := func(n int) {
+		_, err := pool.Exec(ctx, `
+			WITH top AS (SELECT last_position FROM message_sequencer)
+			INSERT INTO messages (id, type, aggregate_type, aggregate_id, sequence, created_at, position, body)
+			SELECT 'msg_old_' || (top.last_position + i), 'payment.succeeded', 'payment', 'pi_old_' || (top.last_position + i), 1,
+				now() - interval '1 hour', top.last_position + i, '\x7b7d'
+			FROM top, generate_series(1, $1::int) i`, n)
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, `UPDATE message_sequencer SET last_position = (SELECT max(position) FROM messages)`)
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, `UPDATE endpoints SET handed_through = (SELECT last_position FROM message_sequencer)`)
+		require.NoError(t, err)
+	}
+	switch stats {
+	case "empty":
+		_, err := pool.Exec(ctx, `ANALYZE messages, deliveries, endpoints`)
+		require.NoError(t, err)
+	case "small":
+		fill(200)
+		_, err := pool.Exec(ctx, `ANALYZE messages, deliveries, endpoints`)
+		require.NoError(t, err)
+	}
+
+	// Kick as the relay runs it from the start, on one connection: it
+	// keeps the plan of a statement run that often and uses it from then
+	// on.
+	cfg := pool.Config()
+	cfg.MaxConns = 1
+	relayPool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer relayPool.Close()
+	for range 10 {
+		require.NoError(t, Kick(ctx, relayPool, nil)) // nothing to send: no dispatcher queued
+	}
+
+	// The feed grows, and fresh messages come after the endpoint's place.
+	const history, fresh = 20000, 20
+	fill(history)
+	var msgs []outbox.Message
+	for i := range fresh {
+		m, err := outbox.New(outbox.AggregatePayment, fmt.Sprintf("pi_%d", i), 1, "payment.succeeded", time.Now(),
+			map[string]any{"payment": map[string]any{"id": fmt.Sprintf("pi_%d", i)}})
+		require.NoError(t, err)
+		msgs = append(msgs, m)
+	}
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return outbox.WritePlacedTx(ctx, tx, msgs) }))
+
+	var plan []struct {
+		Plan planNode `json:"Plan"`
+	}
+	// The plan the relay's connection runs Kick's statement with now.
+	var raw []byte
+	require.NoError(t, relayPool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
+		var name string
+		if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement = $1`, kickSQL).Scan(&name); err != nil {
+			return err
+		}
+		return conn.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE `+pgx.Identifier{name}.Sanitize()+`($1)`,
+			pgx.QueryExecModeSimpleProtocol, kickLookahead).Scan(&raw)
+	}))
+	require.NoError(t, json.Unmarshal(raw, &plan))
+	require.Len(t, plan, 1)
+	require.Equal(t, float64(1), plan[0].Plan.ActualRows, "the endpoint has messages to send:\n%s", raw)
+	read := plan[0].Plan.rowsOf("messages")
+	require.Less(t, read, float64(2*fresh),
+		"messages read to find %d after the endpoint's place, %d before it:\n%s", fresh, history, raw)
 }

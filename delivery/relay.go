@@ -190,6 +190,22 @@ func (r *Relay) Step(ctx context.Context) error {
 	return nil
 }
 
+// kickSQL finds the endpoints Kick queues a dispatcher for ($1 is
+// kickLookahead), by the feed's position index from each endpoint's place.
+// Run after probeSQL: a plan made on the statistics of an empty feed (a
+// new database, or the hour after it) sorts a sequential scan of every
+// message instead, and the relay's connection kept it while the feed grew:
+// the whole feed read at every step (TestKickReadsWhatItLooksAt).
+const kickSQL = `
+		SELECT e.id FROM endpoints e
+		WHERE e.status = 'enabled' AND (
+			EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= now())
+			OR EXISTS (
+				SELECT 1 FROM (SELECT m.type, m.created_at FROM messages m WHERE m.position > e.handed_through
+				               ORDER BY m.position LIMIT $1) m
+				WHERE m.created_at >= e.created_at AND (e.event_types @> ARRAY['*'] OR e.event_types @> ARRAY[m.type]))
+			OR e.handed_through < (SELECT last_position FROM message_sequencer) - $1)`
+
 // kickLookahead is how far past an endpoint's place Kick looks for a
 // message of its types.
 const kickLookahead = 256
@@ -229,21 +245,22 @@ func Release(ctx context.Context, pool *pgxpool.Pool, aggregates []string) error
 // One that has a dispatcher queued or running already is left to it (the
 // job is unique per endpoint).
 func Kick(ctx context.Context, pool *pgxpool.Pool, rc *river.Client[pgx.Tx]) error {
-	rows, err := pool.Query(ctx, `
-		SELECT e.id FROM endpoints e
-		WHERE e.status = 'enabled' AND (
-			EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= now())
-			OR EXISTS (
-				SELECT 1 FROM (SELECT m.type, m.created_at FROM messages m WHERE m.position > e.handed_through
-				               ORDER BY m.position LIMIT $1) m
-				WHERE m.created_at >= e.created_at AND (e.event_types @> ARRAY['*'] OR e.event_types @> ARRAY[m.type]))
-			OR e.handed_through < (SELECT last_position FROM message_sequencer) - $1)`, kickLookahead)
-	if err != nil {
+	// After probeSQL, in one transaction (a batch is one): the relay's
+	// connection keeps its plan, which must go by the feed's position
+	// whatever the statistics were when it was made (see kickSQL).
+	batch := &pgx.Batch{}
+	batch.Queue(probeSQL)
+	var ids []string
+	batch.Queue(kickSQL, kickLookahead).Query(func(rows pgx.Rows) error {
+		var err error
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err := pool.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("find endpoints with messages to send: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil || len(ids) == 0 {
-		return err
+	if len(ids) == 0 {
+		return nil
 	}
 	params := make([]river.InsertManyParams, len(ids))
 	for i, id := range ids {
