@@ -2,9 +2,7 @@ package delivery
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -103,43 +101,15 @@ func feedClaimCost(t *testing.T, stats string) {
 	}
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return outbox.WritePlacedTx(ctx, tx, msgs) }))
 
-	var plan []struct {
-		Plan planNode `json:"Plan"`
-	}
 	var raw []byte
 	claim(func(tx pgx.Tx) {
 		require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim($1, 128, 32)`, pgx.QueryExecModeSimpleProtocol, e.ID).Scan(&raw))
 	})
-	require.NoError(t, json.Unmarshal(raw, &plan))
-	require.Len(t, plan, 1)
-	claimed, read := plan[0].Plan.ActualRows, plan[0].Plan.rowsOf("deliveries")
+	plan := testdb.ParsePlan(t, raw)
+	claimed, read := plan.ActualRows, plan.RowsOf("deliveries")
 	require.Equal(t, float64(fresh), claimed)
 	require.Less(t, read, float64(2*fresh),
 		"deliveries rows read to claim %d messages, with %d delivered before:\n%s", fresh, history, raw)
-}
-
-// planNode is a node of EXPLAIN's JSON plan, with what it read.
-type planNode struct {
-	Relation    string  `json:"Relation Name"`
-	ActualRows  float64 `json:"Actual Rows"`
-	ActualLoops float64 `json:"Actual Loops"`
-	// Per loop, as Actual Rows.
-	RemovedByFilter float64    `json:"Rows Removed by Filter"`
-	Plans           []planNode `json:"Plans"`
-}
-
-// rowsOf is the rows the plan's scans of relation (or of its partitions,
-// named relation_…) read, over all their loops: those they returned and
-// those their filters removed.
-func (n planNode) rowsOf(relation string) float64 {
-	rows := 0.0
-	if n.Relation == relation || strings.HasPrefix(n.Relation, relation+"_") {
-		rows += (n.ActualRows + n.RemovedByFilter) * n.ActualLoops
-	}
-	for _, c := range n.Plans {
-		rows += c.rowsOf(relation)
-	}
-	return rows
 }
 
 // TestKickReadsWhatItLooksAt: the relay's look for endpoints with messages
@@ -212,9 +182,6 @@ func kickCost(t *testing.T, stats string) {
 	}
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return outbox.WritePlacedTx(ctx, tx, msgs) }))
 
-	var plan []struct {
-		Plan planNode `json:"Plan"`
-	}
 	// The plan the relay's connection runs Kick's statement with now.
 	var raw []byte
 	require.NoError(t, relayPool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
@@ -225,10 +192,9 @@ func kickCost(t *testing.T, stats string) {
 		return conn.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE `+pgx.Identifier{name}.Sanitize()+`($1)`,
 			pgx.QueryExecModeSimpleProtocol, kickLookahead).Scan(&raw)
 	}))
-	require.NoError(t, json.Unmarshal(raw, &plan))
-	require.Len(t, plan, 1)
-	require.Equal(t, float64(1), plan[0].Plan.ActualRows, "the endpoint has messages to send:\n%s", raw)
-	read := plan[0].Plan.rowsOf("messages")
+	plan := testdb.ParsePlan(t, raw)
+	require.Equal(t, float64(1), plan.ActualRows, "the endpoint has messages to send:\n%s", raw)
+	read := plan.RowsOf("messages")
 	require.Less(t, read, float64(2*fresh),
 		"messages read to find %d after the endpoint's place, %d before it:\n%s", fresh, history, raw)
 }

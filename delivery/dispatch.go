@@ -808,10 +808,8 @@ const lazyCommitSQL = `SET LOCAL synchronous_commit = off`
 // probes of an endpoint's deliveries go by an index whatever the
 // statistics (see feedClaim). A connection keeps the plans of its prepared
 // statements, and one made while the deliveries table was small scans it,
-// for every message, once it has grown. Without JIT: the scans left (of
-// one-row tables) are costed as disabled, which puts a plan past
-// jit_above_cost, and compiling it took half a second a claim.
-const probeSQL = `SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`
+// for every message, once it has grown.
+const probeSQL = outbox.ByIndexSQL
 
 // releaseHeads lets the first pending message of each object of $1 (all
 // objects when NULL) go at once where it is held at 'infinity', at

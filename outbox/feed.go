@@ -113,23 +113,48 @@ func Sequence(ctx context.Context, db interface {
 
 // Read returns up to limit messages placed after position after, in feed
 // order, of the given types (all when types is empty).
-func Read(ctx context.Context, q Querier, after int64, limit int, types []string) ([]Message, error) {
+//
+// It reads by the feed's position index after ByIndexSQL, in one
+// transaction (a batch is one, or db's own): a connection keeps the plan
+// of a statement it runs often, and one made on the statistics of an
+// empty feed sorts a sequential scan of every message, which the NATS
+// publisher and a feed reader then ran at every read as the feed grew
+// (TestReadGoesByPosition).
+func Read(ctx context.Context, db Batcher, after int64, limit int, types []string) ([]Message, error) {
 	var filter []string
 	if len(types) > 0 {
 		filter = types
 	}
-	rows, err := q.Query(ctx, `SELECT `+messageColumns+` FROM messages
+	var msgs []Message
+	batch := &pgx.Batch{}
+	batch.Queue(ByIndexSQL)
+	batch.Queue(`SELECT `+messageColumns+` FROM messages
 		WHERE position > $1 AND position IS NOT NULL AND ($3::text[] IS NULL OR type = ANY($3))
-		ORDER BY position LIMIT $2`, after, limit, filter)
-	if err != nil {
-		return nil, fmt.Errorf("read messages after %d: %w", after, err)
-	}
-	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) { return scanMessage(row) })
-	if err != nil {
+		ORDER BY position LIMIT $2`, after, limit, filter).Query(func(rows pgx.Rows) error {
+		var err error
+		msgs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) { return scanMessage(row) })
+		return err
+	})
+	if err := db.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, fmt.Errorf("read messages after %d: %w", after, err)
 	}
 	return msgs, nil
 }
+
+// Batcher sends a batch of statements: a pool, a connection or a
+// transaction.
+type Batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// ByIndexSQL, first in a transaction, has its statements planned as if
+// scans of whole tables were not there, and without JIT, for the rest of
+// it: a reader of the feed or of an endpoint's deliveries then goes by an
+// index whatever the statistics were when its connection made the plan it
+// keeps. Without JIT because the scans left (of one-row tables) are costed
+// as disabled, which puts a plan past jit_above_cost, and compiling it
+// took half a second a read.
+const ByIndexSQL = `SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`
 
 // Unplaced counts the committed messages the sequencer has not placed yet,
 // and the age in seconds of the oldest (0 when none).

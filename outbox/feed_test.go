@@ -419,3 +419,56 @@ func TestWritePlacedHoldsTheFeedUntilItEnds(t *testing.T) {
 	require.Equal(t, []int64{3, 4}, []int64{got[0].Position, got[1].Position})
 	requireDensePositions(t, pool, 4)
 }
+
+// TestReadGoesByPosition: reading the feed after a position costs the
+// messages read, not the feed, on the statistics of an empty feed (a new
+// database, until it is analyzed again), for a connection that made its
+// plan then and keeps it. The NATS publisher and a feed reader read this
+// way on the same connections for hours; the plan made on an empty feed
+// sorted a sequential scan of every message, at every read.
+func TestReadGoesByPosition(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := testdb.New(t)
+	_, err := pool.Exec(ctx, `ANALYZE messages`)
+	require.NoError(t, err)
+
+	// One connection, keeping the plan it makes (as PostgreSQL does by
+	// itself after a few runs of a statement).
+	cfg := pool.Config()
+	cfg.MaxConns = 1
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	reader, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer reader.Close()
+	for range 10 {
+		_, err := outbox.Read(ctx, reader, 0, 100, nil)
+		require.NoError(t, err)
+	}
+
+	const history, fresh = 20000, 20
+	_, err = pool.Exec(ctx, `
+		INSERT INTO messages (id, type, aggregate_type, aggregate_id, sequence, created_at, position, body)
+		SELECT 'msg_' || i, 'payment.succeeded', 'payment', 'pi_' || i, 1, now(), i, '\x7b7d'
+		FROM generate_series(1, $1::int) i`, history+fresh)
+	require.NoError(t, err)
+	got, err := outbox.Read(ctx, reader, history, 100, nil)
+	require.NoError(t, err)
+	require.Len(t, got, fresh)
+
+	// The plan that read, as the connection keeps it.
+	var raw []byte
+	require.NoError(t, reader.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
+		var name string
+		if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements
+			WHERE statement LIKE '%FROM messages%ORDER BY position LIMIT $2'`).Scan(&name); err != nil {
+			return err
+		}
+		return conn.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE `+pgx.Identifier{name}.Sanitize()+`($1, 100, NULL)`,
+			pgx.QueryExecModeSimpleProtocol, history).Scan(&raw)
+	}))
+	plan := testdb.ParsePlan(t, raw)
+	require.Equal(t, float64(fresh), plan.ActualRows)
+	read := plan.RowsOf("messages")
+	require.Less(t, read, float64(2*fresh), "messages read to read %d after %d:\n%s", fresh, history, raw)
+}
