@@ -472,3 +472,59 @@ func TestReadGoesByPosition(t *testing.T) {
 	read := plan.RowsOf("messages")
 	require.Less(t, read, float64(2*fresh), "messages read to read %d after %d:\n%s", fresh, history, raw)
 }
+
+// TestSequenceReadsTheUnplacedOnly: placing the committed messages costs
+// the messages placed, not the feed, on the statistics of an empty feed,
+// for a connection that made its plan then and keeps it (the relay's,
+// which places at every step while holding the sequencer's lock).
+func TestSequenceReadsTheUnplacedOnly(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := testdb.New(t)
+	_, err := pool.Exec(ctx, `ANALYZE messages`)
+	require.NoError(t, err)
+
+	cfg := pool.Config()
+	cfg.MaxConns = 1
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	relay, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer relay.Close()
+	for range 10 {
+		_, err := outbox.Sequence(ctx, relay, 10_000)
+		require.NoError(t, err)
+	}
+
+	// A feed placed long ago, and fresh messages committed unplaced.
+	const history, fresh = 20000, 20
+	_, err = pool.Exec(ctx, `
+		INSERT INTO messages (id, type, aggregate_type, aggregate_id, sequence, created_at, position, body)
+		SELECT 'msg_' || i, 'payment.succeeded', 'payment', 'pi_' || i, 1, now(), i, '\x7b7d'
+		FROM generate_series(1, $1::int) i`, history)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE message_sequencer SET last_position = $1`, history)
+	require.NoError(t, err)
+	var msgs []outbox.Message
+	for i := range fresh {
+		msgs = append(msgs, paymentMessage(t, fmt.Sprintf("pi_fresh_%d", i), 1))
+	}
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return outbox.WriteTx(ctx, tx, msgs) }))
+	placed, err := outbox.Sequence(ctx, relay, 10_000)
+	require.NoError(t, err)
+	require.Equal(t, fresh, placed)
+
+	// The plan that read the unplaced, as the connection keeps it: none
+	// are left, and finding that reads none.
+	var raw []byte
+	require.NoError(t, relay.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
+		var name string
+		if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements
+			WHERE statement LIKE '%FROM messages WHERE position IS NULL ORDER BY n LIMIT $1'`).Scan(&name); err != nil {
+			return err
+		}
+		return conn.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE `+pgx.Identifier{name}.Sanitize()+`(10000)`,
+			pgx.QueryExecModeSimpleProtocol).Scan(&raw)
+	}))
+	read := testdb.ParsePlan(t, raw).RowsOf("messages")
+	require.Less(t, read, float64(2*fresh), "messages read to find none unplaced in a feed of %d:\n%s", history+fresh, raw)
+}
