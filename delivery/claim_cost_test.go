@@ -199,3 +199,76 @@ func kickCost(t *testing.T, stats string) {
 	require.Less(t, read, float64(2*fresh),
 		"messages read to find %d after the endpoint's place, %d before it:\n%s", fresh, history, raw)
 }
+
+// TestReleaseReadsThePendingOnly: letting go the messages held behind
+// settled ones (the relay's sweep every ten seconds, and each record that
+// held some) costs the pending deliveries, not the month of settled ones
+// kept, on the statistics of an empty deliveries table, for a connection
+// that made its plan then and keeps it. Planned on them, it hashed every
+// delivery, twice.
+func TestReleaseReadsThePendingOnly(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.New(t)
+	store := NewStore(pool, GuardConfig{AllowPrivate: true})
+	e, err := store.Create(ctx, NewEndpoint{URL: "http://127.0.0.1:9/hook", EventTypes: []string{AllTypes}})
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ANALYZE deliveries`)
+	require.NoError(t, err)
+
+	cfg := pool.Config()
+	cfg.MaxConns = 1
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	relayPool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer relayPool.Close()
+	for range 10 {
+		require.NoError(t, Release(ctx, relayPool, nil))
+	}
+
+	// A month of settled deliveries, and objects with two pending each:
+	// the first due, the second held behind it.
+	const history, objects = 20000, 10
+	_, err = pool.Exec(ctx, `
+		INSERT INTO deliveries (endpoint_id, message_id, message_created_at, type, aggregate, sequence, position,
+			status, attempts, next_attempt_at)
+		SELECT $1, 'msg_old_' || i, now(), 'payment.succeeded', 'payment/pi_old_' || i, 1, i, 'succeeded', 1, now()
+		FROM generate_series(1, $2::int) i`, e.ID, history)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `
+		INSERT INTO deliveries (endpoint_id, message_id, message_created_at, type, aggregate, sequence, position,
+			status, attempts, next_attempt_at)
+		SELECT $1, 'msg_' || i || '_' || s, now(), 'payment.succeeded', 'payment/pi_' || i, s, $2::int + 2 * i + s, 'pending', 0,
+			CASE WHEN s = 1 THEN now() + interval '1 hour' ELSE 'infinity' END
+		FROM generate_series(1, $3::int) i, generate_series(1, 2) s`, e.ID, history, objects)
+	require.NoError(t, err)
+	// And objects whose first pending message is held, the one before it
+	// settled: those go now.
+	const freed = 5
+	_, err = pool.Exec(ctx, `
+		INSERT INTO deliveries (endpoint_id, message_id, message_created_at, type, aggregate, sequence, position,
+			status, attempts, next_attempt_at)
+		SELECT $1, 'msg_freed_' || i, now(), 'payment.succeeded', 'payment/pi_freed_' || i, 2, -i, 'pending', 0, 'infinity'
+		FROM generate_series(1, $2::int) i`, e.ID, freed)
+	require.NoError(t, err)
+	require.NoError(t, Release(ctx, relayPool, nil))
+	var due int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM deliveries
+		WHERE message_id LIKE 'msg_freed_%' AND next_attempt_at <= now()`).Scan(&due))
+	require.Equal(t, freed, due, "a held head goes")
+
+	var raw []byte
+	require.NoError(t, relayPool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
+		var name string
+		if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement = $1`, releaseHeads).Scan(&name); err != nil {
+			return err
+		}
+		return conn.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE `+pgx.Identifier{name}.Sanitize()+`(NULL, NULL)`,
+			pgx.QueryExecModeSimpleProtocol).Scan(&raw)
+	}))
+	read := testdb.ParsePlan(t, raw).RowsOf("deliveries")
+	require.Less(t, read, float64(4*(2*objects+freed)),
+		"deliveries read to release the heads of %d objects among %d settled deliveries:\n%s", objects, history, raw)
+	var held int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE next_attempt_at = 'infinity'`).Scan(&held))
+	require.Equal(t, objects, held, "each object's second message stays held behind its first")
+}

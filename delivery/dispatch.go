@@ -815,15 +815,24 @@ const probeSQL = outbox.ByIndexSQL
 // objects when NULL) go at once where it is held at 'infinity', at
 // endpoint $2 (every endpoint when NULL): the one step every writer of the
 // queue ends with. Set-based (one ordered pass over the objects' pending
-// messages), so stale statistics cannot make it a scan per row.
+// messages, by their own index), and with no join for a planner to get
+// wrong: the heads held are read once, and their rows found by the message
+// (the primary key's first column) and matched as a pair. Joined to the
+// heads, a plan made on the statistics of an empty deliveries table read
+// every delivery, or, by an index, read them all once per delivery
+// (TestReleaseReadsThePendingOnly).
 const releaseHeads = `
+	WITH held AS MATERIALIZED (
+		SELECT h.endpoint_id, h.message_id
+		FROM (SELECT DISTINCT ON (p.aggregate, p.endpoint_id) p.endpoint_id, p.message_id, p.next_attempt_at
+		      FROM deliveries p
+		      WHERE p.status = 'pending' AND ($1::text[] IS NULL OR p.aggregate = ANY($1))
+		        AND ($2::text IS NULL OR p.endpoint_id = $2)
+		      ORDER BY p.aggregate, p.endpoint_id, p.sequence) h
+		WHERE h.next_attempt_at = 'infinity')
 	UPDATE deliveries d SET next_attempt_at = now()
-	FROM (SELECT DISTINCT ON (p.aggregate, p.endpoint_id) p.endpoint_id, p.message_id, p.next_attempt_at
-	      FROM deliveries p
-	      WHERE p.status = 'pending' AND ($1::text[] IS NULL OR p.aggregate = ANY($1))
-	        AND ($2::text IS NULL OR p.endpoint_id = $2)
-	      ORDER BY p.aggregate, p.endpoint_id, p.sequence) h
-	WHERE h.next_attempt_at = 'infinity' AND d.endpoint_id = h.endpoint_id AND d.message_id = h.message_id`
+	WHERE d.message_id = ANY (ARRAY(SELECT message_id FROM held))
+	  AND (d.message_id, d.endpoint_id) = ANY (ARRAY(SELECT (message_id, endpoint_id) FROM held))`
 
 // healthRefresh is how stale an endpoint's last_success_at and
 // last_failure_at may be before a record writes them again: writing the

@@ -232,8 +232,14 @@ func Release(ctx context.Context, pool *pgxpool.Pool, aggregates []string) error
 	if aggregates != nil && len(aggregates) == 0 {
 		return nil
 	}
-	_, err := pool.Exec(ctx, releaseHeads, aggregates, nil)
-	if err != nil {
+	// After probeSQL, in one transaction (a batch is one): by the pending
+	// messages' own index, not the endpoints' every delivery, whatever the
+	// statistics were when the connection made the plan it keeps
+	// (TestReleaseReadsThePendingOnly).
+	b := &pgx.Batch{}
+	b.Queue(probeSQL)
+	b.Queue(releaseHeads, aggregates, nil)
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("release held messages: %w", err)
 	}
 	return nil
