@@ -92,14 +92,7 @@ func feedClaimCost(t *testing.T, stats string) {
 	require.NoError(t, err)
 
 	const fresh = 20
-	var msgs []outbox.Message
-	for i := range fresh {
-		m, err := outbox.New(outbox.AggregatePayment, fmt.Sprintf("pi_%d", i), 1, "payment.succeeded", time.Now(),
-			map[string]any{"payment": map[string]any{"id": fmt.Sprintf("pi_%d", i)}})
-		require.NoError(t, err)
-		msgs = append(msgs, m)
-	}
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return outbox.WritePlacedTx(ctx, tx, msgs) }))
+	placeFresh(t, pool, fresh)
 
 	var raw []byte
 	claim(func(tx pgx.Tx) {
@@ -159,14 +152,9 @@ func kickCost(t *testing.T, stats string) {
 		require.NoError(t, err)
 	}
 
-	// Kick as the relay runs it from the start, on one connection: it
-	// keeps the plan of a statement run that often and uses it from then
-	// on.
-	cfg := pool.Config()
-	cfg.MaxConns = 1
-	relayPool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer relayPool.Close()
+	// Kick as the relay runs it from the start, on a connection that
+	// keeps its plans.
+	relayPool := testdb.KeepingPlans(t, pool)
 	for range 10 {
 		require.NoError(t, Kick(ctx, relayPool, nil)) // nothing to send: no dispatcher queued
 	}
@@ -174,30 +162,14 @@ func kickCost(t *testing.T, stats string) {
 	// The feed grows, and fresh messages come after the endpoint's place.
 	const history, fresh = 20000, 20
 	fill(history)
-	var msgs []outbox.Message
-	for i := range fresh {
-		m, err := outbox.New(outbox.AggregatePayment, fmt.Sprintf("pi_%d", i), 1, "payment.succeeded", time.Now(),
-			map[string]any{"payment": map[string]any{"id": fmt.Sprintf("pi_%d", i)}})
-		require.NoError(t, err)
-		msgs = append(msgs, m)
-	}
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return outbox.WritePlacedTx(ctx, tx, msgs) }))
+	placeFresh(t, pool, fresh)
 
 	// The plan the relay's connection runs Kick's statement with now.
-	var raw []byte
-	require.NoError(t, relayPool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
-		var name string
-		if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement = $1`, kickSQL).Scan(&name); err != nil {
-			return err
-		}
-		return conn.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE `+pgx.Identifier{name}.Sanitize()+`($1)`,
-			pgx.QueryExecModeSimpleProtocol, kickLookahead).Scan(&raw)
-	}))
-	plan := testdb.ParsePlan(t, raw)
-	require.Equal(t, float64(1), plan.ActualRows, "the endpoint has messages to send:\n%s", raw)
+	plan := testdb.ExplainKept(t, relayPool, kickSQL, fmt.Sprint(kickLookahead))
+	require.Equal(t, float64(1), plan.ActualRows, "the endpoint has messages to send:\n%s", plan.Raw)
 	read := plan.RowsOf("messages")
 	require.Less(t, read, float64(2*fresh),
-		"messages read to find %d after the endpoint's place, %d before it:\n%s", fresh, history, raw)
+		"messages read to find %d after the endpoint's place, %d before it:\n%s", fresh, history, plan.Raw)
 }
 
 // TestReleaseReadsThePendingOnly: letting go the messages held behind
@@ -215,12 +187,7 @@ func TestReleaseReadsThePendingOnly(t *testing.T) {
 	_, err = pool.Exec(ctx, `ANALYZE deliveries`)
 	require.NoError(t, err)
 
-	cfg := pool.Config()
-	cfg.MaxConns = 1
-	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
-	relayPool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer relayPool.Close()
+	relayPool := testdb.KeepingPlans(t, pool)
 	for range 10 {
 		require.NoError(t, Release(ctx, relayPool, nil))
 	}
@@ -256,19 +223,25 @@ func TestReleaseReadsThePendingOnly(t *testing.T) {
 		WHERE message_id LIKE 'msg_freed_%' AND next_attempt_at <= now()`).Scan(&due))
 	require.Equal(t, freed, due, "a held head goes")
 
-	var raw []byte
-	require.NoError(t, relayPool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
-		var name string
-		if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement = $1`, releaseHeads).Scan(&name); err != nil {
-			return err
-		}
-		return conn.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE `+pgx.Identifier{name}.Sanitize()+`(NULL, NULL)`,
-			pgx.QueryExecModeSimpleProtocol).Scan(&raw)
-	}))
-	read := testdb.ParsePlan(t, raw).RowsOf("deliveries")
+	plan := testdb.ExplainKept(t, relayPool, releaseHeads, "NULL, NULL")
+	read := plan.RowsOf("deliveries")
 	require.Less(t, read, float64(4*(2*objects+freed)),
-		"deliveries read to release the heads of %d objects among %d settled deliveries:\n%s", objects, history, raw)
+		"deliveries read to release the heads of %d objects among %d settled deliveries:\n%s", objects, history, plan.Raw)
 	var held int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE next_attempt_at = 'infinity'`).Scan(&held))
 	require.Equal(t, objects, held, "each object's second message stays held behind its first")
+}
+
+// placeFresh writes n new messages, each the first of its payment, placed
+// in the feed.
+func placeFresh(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	var msgs []outbox.Message
+	for i := range n {
+		m, err := outbox.New(outbox.AggregatePayment, fmt.Sprintf("pi_%d", i), 1, "payment.succeeded", time.Now(),
+			map[string]any{"payment": map[string]any{"id": fmt.Sprintf("pi_%d", i)}})
+		require.NoError(t, err)
+		msgs = append(msgs, m)
+	}
+	require.NoError(t, pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error { return outbox.WritePlacedTx(t.Context(), tx, msgs) }))
 }

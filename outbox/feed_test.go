@@ -433,14 +433,7 @@ func TestReadGoesByPosition(t *testing.T) {
 	_, err := pool.Exec(ctx, `ANALYZE messages`)
 	require.NoError(t, err)
 
-	// One connection, keeping the plan it makes (as PostgreSQL does by
-	// itself after a few runs of a statement).
-	cfg := pool.Config()
-	cfg.MaxConns = 1
-	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
-	reader, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer reader.Close()
+	reader := testdb.KeepingPlans(t, pool)
 	for range 10 {
 		_, err := outbox.Read(ctx, reader, 0, 100, nil)
 		require.NoError(t, err)
@@ -457,20 +450,10 @@ func TestReadGoesByPosition(t *testing.T) {
 	require.Len(t, got, fresh)
 
 	// The plan that read, as the connection keeps it.
-	var raw []byte
-	require.NoError(t, reader.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
-		var name string
-		if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements
-			WHERE statement LIKE '%FROM messages%ORDER BY position LIMIT $2'`).Scan(&name); err != nil {
-			return err
-		}
-		return conn.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE `+pgx.Identifier{name}.Sanitize()+`($1, 100, NULL)`,
-			pgx.QueryExecModeSimpleProtocol, history).Scan(&raw)
-	}))
-	plan := testdb.ParsePlan(t, raw)
+	plan := testdb.ExplainKept(t, reader, `%FROM messages%ORDER BY position LIMIT $2`, fmt.Sprintf("%d, 100, NULL", history))
 	require.Equal(t, float64(fresh), plan.ActualRows)
 	read := plan.RowsOf("messages")
-	require.Less(t, read, float64(2*fresh), "messages read to read %d after %d:\n%s", fresh, history, raw)
+	require.Less(t, read, float64(2*fresh), "messages read to read %d after %d:\n%s", fresh, history, plan.Raw)
 }
 
 // TestSequenceReadsTheUnplacedOnly: placing the committed messages costs
@@ -484,12 +467,7 @@ func TestSequenceReadsTheUnplacedOnly(t *testing.T) {
 	_, err := pool.Exec(ctx, `ANALYZE messages`)
 	require.NoError(t, err)
 
-	cfg := pool.Config()
-	cfg.MaxConns = 1
-	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
-	relay, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer relay.Close()
+	relay := testdb.KeepingPlans(t, pool)
 	for range 10 {
 		_, err := outbox.Sequence(ctx, relay, 10_000)
 		require.NoError(t, err)
@@ -515,16 +493,7 @@ func TestSequenceReadsTheUnplacedOnly(t *testing.T) {
 
 	// The plan that read the unplaced, as the connection keeps it: none
 	// are left, and finding that reads none.
-	var raw []byte
-	require.NoError(t, relay.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
-		var name string
-		if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements
-			WHERE statement LIKE '%FROM messages WHERE position IS NULL ORDER BY n LIMIT $1'`).Scan(&name); err != nil {
-			return err
-		}
-		return conn.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE `+pgx.Identifier{name}.Sanitize()+`(10000)`,
-			pgx.QueryExecModeSimpleProtocol).Scan(&raw)
-	}))
-	read := testdb.ParsePlan(t, raw).RowsOf("messages")
-	require.Less(t, read, float64(2*fresh), "messages read to find none unplaced in a feed of %d:\n%s", history+fresh, raw)
+	plan := testdb.ExplainKept(t, relay, `%FROM messages WHERE position IS NULL ORDER BY n LIMIT $1`, "10000")
+	read := plan.RowsOf("messages")
+	require.Less(t, read, float64(2*fresh), "messages read to find none unplaced in a feed of %d:\n%s", history+fresh, plan.Raw)
 }
