@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/paygate/paygate/inbox"
+	"github.com/paygate/paygate/outbox"
 )
 
 // The sweeper keeps invariant 7's promise that nothing is stranded. An
@@ -148,13 +149,22 @@ func (s *sweeper) sweep(ctx context.Context, rc *river.Client[pgx.Tx]) (int, err
 // statement began is checked again in its new version, so an event replayed
 // meanwhile (requeued_at just now) is left to its new job.
 //
-// The received set is found through inbox_events_status_idx and the live
-// jobs through River's state-led index; both are small next to the whole
-// inbox and job table.
+// The received set is read from inbox_events_status_idx alone, oldest
+// first, and the live jobs through River's state-led index; both are small
+// next to the whole inbox and job table. The status is a range of one
+// value, not an equality, so that the order asked for (status, then
+// arrival) is that index's alone (read backwards): with an equality the
+// planner drops the status from the order, and the arrival index gives it
+// too, which a plan made on the statistics of an empty inbox chose,
+// filtering every event at every sweep. The rows the first step locked are
+// then updated where they lie (their partition and row address, which no
+// one else can move while the lock is held), a fetch each, with no join
+// for a stale plan to turn into a scan per row
+// (TestSweepReadsTheReceivedOnly).
 const sweepStranded = `
-	WITH stranded AS (
-		SELECT e.provider, e.event_id, e.received_at FROM inbox_events e
-		WHERE e.status = 'received'
+	WITH stranded AS MATERIALIZED (
+		SELECT e.tableoid AS partition, e.ctid AS row FROM inbox_events e
+		WHERE e.status BETWEEN 'received' AND 'received'
 		  AND e.received_at < now() - $1 * interval '1 second'
 		  AND (e.requeued_at IS NULL OR e.requeued_at < now() - $1 * interval '1 second')
 		  AND NOT EXISTS (
@@ -163,11 +173,12 @@ const sweepStranded = `
 			  AND j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
 			  AND j.args->>'provider' = e.provider
 			  AND (j.args->>'event_id' = e.event_id OR j.args->'event_ids' ? e.event_id))
-		ORDER BY e.received_at, e.id
+		ORDER BY e.status DESC, e.received_at, e.id
 		LIMIT $2
 		FOR UPDATE OF e SKIP LOCKED)
 	UPDATE inbox_events e SET requeued_at = now()
-	FROM stranded s WHERE (e.provider, e.event_id, e.received_at) = (s.provider, s.event_id, s.received_at)
+	WHERE e.ctid = ANY (ARRAY(SELECT row FROM stranded))
+	  AND (e.tableoid, e.ctid) = ANY (ARRAY(SELECT (partition, row) FROM stranded))
 	RETURNING e.provider, e.event_id`
 
 // sweepBatch re-enqueues up to sweepBatch stranded events in one
@@ -190,6 +201,11 @@ func (s *sweeper) sweepBatch(ctx context.Context, rc *river.Client[pgx.Tx]) (fou
 		}
 		if !ours {
 			return nil
+		}
+		// Planned by the indexes whatever the statistics were when this
+		// connection made the plan it keeps (see sweepStranded).
+		if _, err := tx.Exec(ctx, outbox.ByIndexSQL); err != nil {
+			return fmt.Errorf("find stranded events: %w", err)
 		}
 		rows, err := tx.Query(ctx, sweepStranded, SweepAfter.Seconds(), sweepBatch, eventJobKinds)
 		if err != nil {
