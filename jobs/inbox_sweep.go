@@ -148,8 +148,9 @@ func (s *sweeper) sweep(ctx context.Context, rc *river.Client[pgx.Tx]) (int, err
 // again next time. A row changed by a transaction that committed after this
 // statement began is checked again in its new version, so an event replayed
 // meanwhile (requeued_at just now) is left to its new job; one still
-// stranded in its new version is left to the next sweep (the update below
-// reads the row where it lay when the statement began), not marked twice.
+// stranded in its new version is left to the next sweep: the update below
+// sees rows as they were when the statement began, and the new version's
+// address is not among them.
 //
 // The received set is read from inbox_events_status_idx alone, oldest
 // first, and the live jobs through River's state-led index; both are small
