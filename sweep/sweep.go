@@ -398,8 +398,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// limiter spaces requests at least 1/rate apart, whichever sweep of the
-// process makes them.
+// limiter gives requests slots 1/rate apart, whichever sweep of the
+// process makes them: at most rate in any second, though a request that
+// woke late for its slot may go less than 1/rate before the next.
 type limiter struct {
 	every time.Duration
 	mu    sync.Mutex
