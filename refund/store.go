@@ -319,7 +319,17 @@ type Report struct {
 // reports arrive in. It returns every request this call settled, as it
 // now stands, each settlement counted in its MessageSequence: the caller
 // compensates the failed ones and tells downstream of all of them.
+//
+// Most refunds are made at the provider, not asked of paygate, and name no
+// request: one statement finds whether any report of the batch names one,
+// and only then are the reports applied, one statement each and in their
+// order (a report may name its request only by the refund id an earlier
+// one recorded). A request of a report's payment cannot appear between the
+// two: it is created under its payment's lock, which the caller holds.
 func SettleTx(ctx context.Context, tx pgx.Tx, reports []Report) (settled []Request, err error) {
+	if named, err := anyNamed(ctx, tx, reports); err != nil || !named {
+		return nil, err
+	}
 	for _, rep := range reports {
 		var rows pgx.Rows
 		if rep.Succeeded {
@@ -352,4 +362,35 @@ func SettleTx(ctx context.Context, tx pgx.Tx, reports []Report) (settled []Reque
 		settled = append(settled, got...)
 	}
 	return settled, nil
+}
+
+// anyNamed reports whether any of reports may name a request, by its id or
+// by the refund id it recorded. It may say so of reports that name none (a
+// refund id of one provider recorded under another): those are then
+// applied, and settle nothing.
+func anyNamed(ctx context.Context, tx pgx.Tx, reports []Report) (bool, error) {
+	var providers, refs, refundIDs []string
+	for _, rep := range reports {
+		if rep.Reference != "" {
+			refs = append(refs, rep.Reference)
+		}
+		if rep.ProviderRefundID != "" {
+			providers = append(providers, rep.Provider)
+			refundIDs = append(refundIDs, rep.ProviderRefundID)
+		}
+	}
+	if len(refs) == 0 && len(refundIDs) == 0 {
+		return false, nil
+	}
+	// Each side by its own index: the key, and (provider, refund id).
+	var named bool
+	err := tx.QueryRow(ctx, `
+		SELECT EXISTS (SELECT FROM refund_requests WHERE id = ANY($1::text[]))
+		    OR EXISTS (SELECT FROM refund_requests
+		               WHERE provider = ANY($2::text[]) AND provider_refund_id = ANY($3::text[]))`,
+		refs, providers, refundIDs).Scan(&named)
+	if err != nil {
+		return false, fmt.Errorf("look up the requests %d refund reports name: %w", len(reports), err)
+	}
+	return named, nil
 }
