@@ -3,44 +3,14 @@ package jobs
 import (
 	"context"
 	mrand "math/rand/v2"
-	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/internal/stripesim"
 	"github.com/paygate/paygate/internal/testdb"
 )
-
-// statementCounter counts the statements a pool runs: alone, in batches,
-// and COPY.
-type statementCounter struct{ n atomic.Int64 }
-
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-
-func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
-	c.n.Add(1)
-}
-
-func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
-func (c *statementCounter) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *statementCounter) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
 
 // TestBatchStatementsDoNotGrowWithRefunds: a batch runs the same statements
 // however many refunds it reports. Refunds made at the provider name no
@@ -53,7 +23,7 @@ func TestBatchStatementsDoNotGrowWithRefunds(t *testing.T) {
 	_, url := testdb.NewWithURL(t)
 	cfg, err := pgxpool.ParseConfig(url)
 	require.NoError(t, err)
-	counter := &statementCounter{}
+	counter := &testdb.StatementCounter{}
 	cfg.ConnConfig.Tracer = counter
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
@@ -69,11 +39,11 @@ func TestBatchStatementsDoNotGrowWithRefunds(t *testing.T) {
 	keys := w.store(t, events)
 
 	statements := func(batch int, from, to int) int64 {
-		before := counter.n.Load()
+		before := counter.Statements()
 		for i, err := range w.applier.apply(ctx, w.rc, keys[from:to]) {
 			require.NoError(t, err, "batch %d, event %d", batch, from+i)
 		}
-		return counter.n.Load() - before
+		return counter.Statements() - before
 	}
 	// Not the first batch: River asks the server's version before its first
 	// insert, and tells of new jobs at most once in a while.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,31 +15,16 @@ import (
 	"github.com/stripe/stripe-go/v79"
 
 	"github.com/paygate/paygate/internal/stripesim"
+	"github.com/paygate/paygate/internal/testdb"
 	"github.com/paygate/paygate/internal/worldtest"
 	"github.com/paygate/paygate/ledger"
 	striperef "github.com/paygate/paygate/provider/stripe"
 	"github.com/paygate/paygate/reconcile"
 )
 
-// statementCounter is a pgx tracer that counts the statements a pool runs,
-// and among them the transactions it begins.
-type statementCounter struct {
-	statements, transactions atomic.Int64
-}
-
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	c.statements.Add(1)
-	if strings.HasPrefix(strings.ToLower(strings.TrimSpace(data.SQL)), "begin") {
-		c.transactions.Add(1)
-	}
-	return ctx
-}
-
-func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
 // tracedPool is a second pool on the world's database whose statements c
 // counts, so that the runner's own work is measured apart from the workers'.
-func tracedPool(t *testing.T, w *worldtest.World, c *statementCounter) *pgxpool.Pool {
+func tracedPool(t *testing.T, w *worldtest.World, c *testdb.StatementCounter) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(w.URL)
 	require.NoError(t, err)
@@ -105,7 +89,7 @@ func growthDay(t *testing.T, n int) (reconcile.Run, growthCost) {
 	srv := sim.Start(t)
 	provider, err := striperef.NewAPI(striperef.APIConfig{APIKey: sim.APIKey(), URL: srv.URL, MaxNetworkRetries: stripe.Int64(0)})
 	require.NoError(t, err)
-	counter := &statementCounter{}
+	counter := &testdb.StatementCounter{}
 	runner := reconcile.New(reconcile.Config{
 		Pool:     tracedPool(t, world, counter),
 		Provider: provider,
@@ -139,7 +123,7 @@ func growthDay(t *testing.T, n int) (reconcile.Run, growthCost) {
 	require.Equal(t, 1, r.Summary[reconcile.StatusMissingAtProvider])
 	require.Len(t, r.TimingDifferences, n)
 	require.Equal(t, n, world.Count(t, `SELECT count(*) FROM ledger_transactions WHERE ref LIKE 'stripe:fx:%:usd'`))
-	return run, growthCost{requests: sim.Requests(), statements: counter.statements.Load(), transactions: counter.transactions.Load()}
+	return run, growthCost{requests: sim.Requests(), statements: counter.Statements(), transactions: counter.Transactions()}
 }
 
 // TestRunCostDoesNotGrowWithTheDay reconciles a small and a larger day of
