@@ -220,6 +220,19 @@ func TestReportsSettleInAnyOrder(t *testing.T) {
 	require.Empty(t, settle(t, pool, refund.Report{Provider: "adyen", Reference: e.ID, ProviderRefundID: "re_e", Succeeded: true}))
 	require.Equal(t, refund.StateRequested, get(t, pool, e.ID).State)
 
+	// Among reports of refunds made at the provider, which name no request,
+	// one that names a request still settles it, and a later report of the
+	// same batch finds it by the refund id the first recorded.
+	f := mk()
+	failed = settle(t, pool,
+		refund.Report{Provider: "stripe", ProviderRefundID: "re_elsewhere_1", Succeeded: true},
+		ok(f, "re_f"),
+		refund.Report{Provider: "stripe", ProviderRefundID: "re_f", FailureReason: "expired_or_canceled_card"},
+		refund.Report{Provider: "stripe", ProviderRefundID: "re_elsewhere_2", Succeeded: true})
+	require.Len(t, failed, 1)
+	require.Equal(t, f.ID, failed[0].ID)
+	require.Equal(t, "re_f", get(t, pool, f.ID).ProviderRefundID)
+
 	// Failed and settled requests release their reservation: only e, still
 	// open, holds its 5.00 (the succeeded ones count through the payment's
 	// amount_refunded, which the refunds' events keep and this test does
