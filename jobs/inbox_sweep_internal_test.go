@@ -64,3 +64,49 @@ func TestSweepReadsTheReceivedOnly(t *testing.T) {
 	require.Less(t, read, float64(4*(fresh+stranded)),
 		"inbox events read to mark %d stranded among %d received and %d applied:\n%s", stranded, fresh, history, plan.Raw)
 }
+
+// TestSweepStaysLinearInABacklog: in a backlog every received event is
+// named by a live job, and the sweep looks at all of them to find none
+// stranded. It reads the live jobs once and looks each event up among
+// what they name; comparing every event with every job (what the plan of
+// a NOT EXISTS over the jobs' arguments did) took 4 s a sweep for 28,000
+// events in 1,000 jobs.
+func TestSweepStaysLinearInABacklog(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := testdb.New(t)
+	const jobs, perJob = 100, 28
+	_, err := pool.Exec(ctx, `
+		INSERT INTO inbox_events (provider, event_id, type, payload, received_at)
+		SELECT 'stripe', 'evt_' || i, 'payment_intent.succeeded', '{}', now() - interval '2 minutes'
+		FROM generate_series(1, $1::int) i`, jobs*perJob)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `
+		INSERT INTO river_job (kind, args, state, queue, max_attempts, priority, scheduled_at)
+		SELECT 'apply_events', jsonb_build_object('provider', 'stripe',
+		       'event_ids', (SELECT jsonb_agg('evt_' || i) FROM generate_series(j * $2 + 1, j * $2 + $2) i)),
+		       'available', 'events', 25, 1, now() + interval '1 hour'
+		FROM generate_series(0, $1::int - 1) j`, jobs, perJob)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ANALYZE inbox_events, river_job`)
+	require.NoError(t, err)
+
+	one := testdb.KeepingPlans(t, pool)
+	s := newSweeper(one, Config{ProcessMaxAttempts: DefaultProcessMaxAttempts, Logger: slog.New(slog.DiscardHandler)})
+	for range 6 {
+		n, err := s.sweep(ctx, nil)
+		require.NoError(t, err)
+		require.Zero(t, n, "every received event has its live job")
+	}
+	plan := testdb.ExplainKept(t, one, sweepStranded, "60, 1000, ARRAY['process_event', 'apply_events']")
+	require.Zero(t, plan.ActualRows)
+	work := plan.RowsOf("river_job") + plan.JoinFilterRemoved()
+	require.Less(t, work, float64(4*jobs*perJob),
+		"live jobs read and compared to find none of %d events in %d jobs stranded:\n%s", jobs*perJob, jobs, plan.Raw)
+
+	// One event whose job is gone is still found.
+	_, err = pool.Exec(ctx, `DELETE FROM river_job WHERE args->'event_ids' ? 'evt_1'`)
+	require.NoError(t, err)
+	plan = testdb.ExplainKept(t, one, sweepStranded, "60, 1000, ARRAY['process_event', 'apply_events']")
+	require.Equal(t, float64(perJob), plan.ActualRows, "the events of the job gone marked:\n%s", plan.Raw)
+}

@@ -19,7 +19,9 @@ type Plan struct {
 	ActualLoops float64 `json:"Actual Loops"`
 	// Per loop, as Actual Rows.
 	RemovedByFilter float64 `json:"Rows Removed by Filter"`
-	Plans           []Plan  `json:"Plans"`
+	// Per loop: the pairs of rows a join's filter compared and refused.
+	RemovedByJoinFilter float64 `json:"Rows Removed by Join Filter"`
+	Plans               []Plan  `json:"Plans"`
 	// Raw is EXPLAIN's whole output, for a failing test's message (set on
 	// the plan ParsePlan returns, not on its nodes).
 	Raw []byte `json:"-"`
@@ -51,6 +53,17 @@ func (n Plan) RowsOf(relation string) float64 {
 		rows += c.RowsOf(relation)
 	}
 	return rows
+}
+
+// JoinFilterRemoved is the pairs of rows the plan's joins compared and
+// refused, over all their loops: a join that compares every row of one
+// side with every row of the other shows here, whatever it read.
+func (n Plan) JoinFilterRemoved() float64 {
+	pairs := n.RemovedByJoinFilter * n.ActualLoops
+	for _, c := range n.Plans {
+		pairs += c.JoinFilterRemoved()
+	}
+	return pairs
 }
 
 // KeepingPlans returns a pool of one connection to pool's database that
