@@ -420,6 +420,27 @@ func TestWritePlacedHoldsTheFeedUntilItEnds(t *testing.T) {
 	requireDensePositions(t, pool, 4)
 }
 
+// emptyFeedKeepingPlans is a new database whose feed was analyzed while
+// empty, and one connection to it that keeps the plans it makes: how a
+// connection opened on a new database runs for hours.
+func emptyFeedKeepingPlans(t *testing.T) (pool, one *pgxpool.Pool) {
+	t.Helper()
+	pool = testdb.New(t)
+	_, err := pool.Exec(t.Context(), `ANALYZE messages`)
+	require.NoError(t, err)
+	return pool, testdb.KeepingPlans(t, pool)
+}
+
+// placeMessages places n messages at positions 1 to n, one payment's each.
+func placeMessages(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	_, err := pool.Exec(t.Context(), `
+		INSERT INTO messages (id, type, aggregate_type, aggregate_id, sequence, created_at, position, body)
+		SELECT 'msg_' || i, 'payment.succeeded', 'payment', 'pi_' || i, 1, now(), i, '\x7b7d'
+		FROM generate_series(1, $1::int) i`, n)
+	require.NoError(t, err)
+}
+
 // TestReadGoesByPosition: reading the feed after a position costs the
 // messages read, not the feed, on the statistics of an empty feed (a new
 // database, until it is analyzed again), for a connection that made its
@@ -429,22 +450,14 @@ func TestWritePlacedHoldsTheFeedUntilItEnds(t *testing.T) {
 func TestReadGoesByPosition(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool := testdb.New(t)
-	_, err := pool.Exec(ctx, `ANALYZE messages`)
-	require.NoError(t, err)
-
-	reader := testdb.KeepingPlans(t, pool)
+	pool, reader := emptyFeedKeepingPlans(t)
 	for range 10 {
 		_, err := outbox.Read(ctx, reader, 0, 100, nil)
 		require.NoError(t, err)
 	}
 
 	const history, fresh = 20000, 20
-	_, err = pool.Exec(ctx, `
-		INSERT INTO messages (id, type, aggregate_type, aggregate_id, sequence, created_at, position, body)
-		SELECT 'msg_' || i, 'payment.succeeded', 'payment', 'pi_' || i, 1, now(), i, '\x7b7d'
-		FROM generate_series(1, $1::int) i`, history+fresh)
-	require.NoError(t, err)
+	placeMessages(t, pool, history+fresh)
 	got, err := outbox.Read(ctx, reader, history, 100, nil)
 	require.NoError(t, err)
 	require.Len(t, got, fresh)
@@ -463,11 +476,7 @@ func TestReadGoesByPosition(t *testing.T) {
 func TestSequenceReadsTheUnplacedOnly(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool := testdb.New(t)
-	_, err := pool.Exec(ctx, `ANALYZE messages`)
-	require.NoError(t, err)
-
-	relay := testdb.KeepingPlans(t, pool)
+	pool, relay := emptyFeedKeepingPlans(t)
 	for range 10 {
 		_, err := outbox.Sequence(ctx, relay, 10_000)
 		require.NoError(t, err)
@@ -475,12 +484,8 @@ func TestSequenceReadsTheUnplacedOnly(t *testing.T) {
 
 	// A feed placed long ago, and fresh messages committed unplaced.
 	const history, fresh = 20000, 20
-	_, err = pool.Exec(ctx, `
-		INSERT INTO messages (id, type, aggregate_type, aggregate_id, sequence, created_at, position, body)
-		SELECT 'msg_' || i, 'payment.succeeded', 'payment', 'pi_' || i, 1, now(), i, '\x7b7d'
-		FROM generate_series(1, $1::int) i`, history)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `UPDATE message_sequencer SET last_position = $1`, history)
+	placeMessages(t, pool, history)
+	_, err := pool.Exec(ctx, `UPDATE message_sequencer SET last_position = $1`, history)
 	require.NoError(t, err)
 	var msgs []outbox.Message
 	for i := range fresh {
