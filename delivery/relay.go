@@ -192,9 +192,9 @@ func (r *Relay) Step(ctx context.Context) error {
 
 // kickSQL finds the endpoints Kick queues a dispatcher for ($1 is
 // kickLookahead), by the feed's position index from each endpoint's place.
-// Run after probeSQL: a plan made on the statistics of an empty or small
-// feed (autovacuum analyzes a new database's tables early) sorts a
-// sequential scan of every message instead, and the relay's connection
+// Run by outbox.QueryByIndex: a plan made on the statistics of an empty
+// or small feed (autovacuum analyzes a new database's tables early) sorts
+// a sequential scan of every message instead, and the relay's connection
 // kept it while the feed grew: the whole feed read at every step, ten
 // times a second under load (TestKickReadsWhatItLooksAt).
 const kickSQL = `
@@ -232,14 +232,11 @@ func Release(ctx context.Context, pool *pgxpool.Pool, aggregates []string) error
 	if aggregates != nil && len(aggregates) == 0 {
 		return nil
 	}
-	// After probeSQL, in one transaction (a batch is one): by the pending
-	// messages' own index, not the endpoints' every delivery, whatever the
+	// By the pending messages' own index (QueryByIndex), not the
+	// endpoints' every delivery, whatever the
 	// statistics were when the connection made the plan it keeps
 	// (TestReleaseReadsThePendingOnly).
-	b := &pgx.Batch{}
-	b.Queue(probeSQL)
-	b.Queue(releaseHeads, aggregates, nil)
-	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := outbox.QueryByIndex(ctx, pool, nil, releaseHeads, aggregates, nil); err != nil {
 		return fmt.Errorf("release held messages: %w", err)
 	}
 	return nil
@@ -252,18 +249,16 @@ func Release(ctx context.Context, pool *pgxpool.Pool, aggregates []string) error
 // One that has a dispatcher queued or running already is left to it (the
 // job is unique per endpoint).
 func Kick(ctx context.Context, pool *pgxpool.Pool, rc *river.Client[pgx.Tx]) error {
-	// After probeSQL, in one transaction (a batch is one): the relay's
-	// connection keeps its plan, which must go by the feed's position
-	// whatever the statistics were when it was made (see kickSQL).
-	batch := &pgx.Batch{}
-	batch.Queue(probeSQL)
+	// By the index (QueryByIndex): the relay's connection keeps its plan,
+	// which must go by the feed's position whatever the statistics were
+	// when it was made (see kickSQL).
 	var ids []string
-	batch.Queue(kickSQL, kickLookahead).Query(func(rows pgx.Rows) error {
+	err := outbox.QueryByIndex(ctx, pool, func(rows pgx.Rows) error {
 		var err error
 		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		return err
-	})
-	if err := pool.SendBatch(ctx, batch).Close(); err != nil {
+	}, kickSQL, kickLookahead)
+	if err != nil {
 		return fmt.Errorf("find endpoints with messages to send: %w", err)
 	}
 	if len(ids) == 0 {

@@ -137,16 +137,14 @@ func Read(ctx context.Context, db Batcher, after int64, limit int, types []strin
 		filter = types
 	}
 	var msgs []Message
-	batch := &pgx.Batch{}
-	batch.Queue(ByIndexSQL)
-	batch.Queue(`SELECT `+messageColumns+` FROM messages
-		WHERE position > $1 AND position IS NOT NULL AND ($3::text[] IS NULL OR type = ANY($3))
-		ORDER BY position LIMIT $2`, after, limit, filter).Query(func(rows pgx.Rows) error {
+	err := QueryByIndex(ctx, db, func(rows pgx.Rows) error {
 		var err error
 		msgs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) { return scanMessage(row) })
 		return err
-	})
-	if err := db.SendBatch(ctx, batch).Close(); err != nil {
+	}, `SELECT `+messageColumns+` FROM messages
+		WHERE position > $1 AND position IS NOT NULL AND ($3::text[] IS NULL OR type = ANY($3))
+		ORDER BY position LIMIT $2`, after, limit, filter)
+	if err != nil {
 		return nil, fmt.Errorf("read messages after %d: %w", after, err)
 	}
 	return msgs, nil
@@ -166,6 +164,19 @@ type Batcher interface {
 // as disabled, which puts a plan past jit_above_cost, and compiling it
 // took half a second a read.
 const ByIndexSQL = `SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`
+
+// QueryByIndex runs sql with args after ByIndexSQL, in one batch (one
+// transaction, or db's own), and hands its rows to read; with read nil the
+// statement's result is discarded.
+func QueryByIndex(ctx context.Context, db Batcher, read func(pgx.Rows) error, sql string, args ...any) error {
+	b := &pgx.Batch{}
+	b.Queue(ByIndexSQL)
+	q := b.Queue(sql, args...)
+	if read != nil {
+		q.Query(read)
+	}
+	return db.SendBatch(ctx, b).Close()
+}
 
 // Unplaced counts the committed messages the sequencer has not placed yet,
 // and the age in seconds of the oldest (0 when none).
