@@ -218,6 +218,15 @@ func TestSweepLeavesLiveJobsAlone(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "a second sweep finds every event in flight")
 	require.Equal(t, float64(3), counter(t, b.registry, "paygate_inbox_swept_total"))
+
+	// A live process_event job (the sweep's own, above) keeps its event in
+	// flight too, however long ago the event was requeued.
+	b.exec(t, `UPDATE inbox_events SET requeued_at = now() - interval '1 hour' WHERE requeued_at IS NOT NULL`)
+	n, err = b.jobs.SweepInbox(b.ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Zero(t, b.count(t, `SELECT count(*) FROM inbox_events WHERE requeued_at > now() - interval '1 minute'`),
+		"an event with a live process_event job marked requeued")
 }
 
 // TestSweepWaitsAMinute: an event is stranded only a minute after it
