@@ -229,19 +229,17 @@ func (s *sweeper) sweepBatch(ctx context.Context, rc *river.Client[pgx.Tx]) (fou
 		if !ours {
 			return nil
 		}
-		// Planned by the indexes whatever the statistics were when this
-		// connection made the plan it keeps (see sweepStranded).
-		if _, err := tx.Exec(ctx, outbox.ByIndexSQL); err != nil {
-			return fmt.Errorf("find stranded events: %w", err)
-		}
 		if _, err := tx.Exec(ctx, sweepHashSQL); err != nil {
 			return fmt.Errorf("find stranded events: %w", err)
 		}
-		rows, err := tx.Query(ctx, sweepStranded, SweepAfter.Seconds(), sweepBatch, eventJobKinds)
-		if err != nil {
-			return fmt.Errorf("find stranded events: %w", err)
-		}
-		keys, err := pgx.CollectRows(rows, pgx.RowToStructByPos[inbox.Key])
+		// Planned by the indexes whatever the statistics were when this
+		// connection made the plan it keeps (see sweepStranded).
+		var keys []inbox.Key
+		err := outbox.QueryByIndex(ctx, tx, func(rows pgx.Rows) error {
+			var err error
+			keys, err = pgx.CollectRows(rows, pgx.RowToStructByPos[inbox.Key])
+			return err
+		}, sweepStranded, SweepAfter.Seconds(), sweepBatch, eventJobKinds)
 		if err != nil {
 			return fmt.Errorf("find stranded events: %w", err)
 		}
