@@ -5,7 +5,6 @@ import (
 	mrand "math/rand/v2"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paygate/paygate/internal/stripesim"
@@ -21,13 +20,8 @@ func TestBatchStatementsDoNotGrowWithRefunds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, url := testdb.NewWithURL(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
 	counter := &testdb.StatementCounter{}
-	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := testdb.TracedPool(t, url, counter)
 	client, err := NewClient(pool, Config{InsertOnly: true})
 	require.NoError(t, err)
 	w := &applyWorld{pool: pool, rc: client.River, applier: newApplier(pool, "ops@example.test", nil, nil)}

@@ -26,13 +26,7 @@ import (
 // counts, so that the runner's own work is measured apart from the workers'.
 func tracedPool(t *testing.T, w *worldtest.World, c *testdb.StatementCounter) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(w.URL)
-	require.NoError(t, err)
-	cfg.ConnConfig.Tracer = c
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool
+	return testdb.TracedPool(t, w.URL, c)
 }
 
 // growthCost is what one run of growthDay(n) cost.
@@ -186,12 +180,7 @@ func TestFeePostedMeanwhileWithOtherContent(t *testing.T) {
 			return err
 		}))
 	}}
-	cfg, err := pgxpool.ParseConfig(b.world.URL)
-	require.NoError(t, err)
-	cfg.ConnConfig.Tracer = hook
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := testdb.TracedPool(t, b.world.URL, hook)
 	srv := b.sim.Start(t)
 	provider, err := striperef.NewAPI(striperef.APIConfig{APIKey: b.sim.APIKey(), URL: srv.URL, MaxNetworkRetries: stripe.Int64(0)})
 	require.NoError(t, err)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"strings"
 	"sync/atomic"
+	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // StatementCounter is a pgx tracer (set it as a pool's
@@ -48,3 +50,20 @@ func (c *StatementCounter) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, 
 }
 
 func (c *StatementCounter) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
+
+// TracedPool is a pool on url's database whose statements tracer sees
+// (a StatementCounter, or a test's own hook), closed when t ends.
+func TracedPool(t testing.TB, url string, tracer pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("traced pool: %v", err)
+	}
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("traced pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
