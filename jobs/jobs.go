@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -200,6 +201,7 @@ type Client struct {
 	config  Config
 	sweeper *sweeper
 	filler  *detailsFiller
+	queues  []string
 }
 
 // NewClient builds the River client with every paygate worker registered.
@@ -266,8 +268,12 @@ func NewClient(pool *pgxpool.Pool, config Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	return &Client{River: client, config: config, sweeper: sweeper, filler: filler}, nil
+	return &Client{River: client, config: config, sweeper: sweeper, filler: filler, queues: slices.Sorted(maps.Keys(rc.Queues))}, nil
 }
+
+// Queues names the queues this client works, sorted; none when it only
+// inserts.
+func (c *Client) Queues() []string { return c.queues }
 
 // CanRefund reports whether refunds can be started at provider: whether a
 // refund client is configured for it.

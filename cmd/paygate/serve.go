@@ -105,7 +105,7 @@ func cmdServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	registry.MustRegister(jobs.NewQueueCollector(pool), jobs.EmailCollector(), jobs.NewHealthCollector(pool), reconcile.NewCollector(pool))
+	registry.MustRegister(jobs.NewQueueCollector(pool, jobClient.Queues()...), jobs.EmailCollector(), jobs.NewHealthCollector(pool), reconcile.NewCollector(pool))
 	if cfg.SMTPURL == "" {
 		logger.Warn("PAYGATE_SMTP_URL is empty: emails are recorded as skipped, none is sent")
 	}
